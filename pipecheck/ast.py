@@ -1,0 +1,444 @@
+"""The syntax tree of a .pipe file: frozen dataclasses built by `parse`.
+
+Every node carries a `span` that takes no part in equality, so two specs that say the
+same thing compare equal wherever they were written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .diagnostics import Span
+
+NOSPAN = Span("<builtin>", 0, 0)
+
+
+def _span() -> Span:
+    return field(default=NOSPAN, compare=False, hash=False, repr=False)
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Bool:
+    value: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Attr:
+    obj: "Expr"
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Index:
+    obj: "Expr"
+    index: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "-" | "!"
+    operand: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Ternary:
+    cond: "Expr"
+    then: "Expr"
+    other: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    args: tuple["Expr", ...]
+    span: Span = _span()
+
+
+Expr = Num | Bool | Name | Attr | Index | Unary | Binary | Ternary | Call
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A barrier or buffer element: `full[st.index]`, `D[t % 2]`, `A`."""
+
+    name: str
+    indices: tuple[Expr, ...]
+    span: Span = _span()
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Choose:
+    name: str
+    lo: Expr | None
+    hi: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class RingDecl:
+    name: str
+    stages: Expr
+    phase: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Advance:
+    ring: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    lo: Expr
+    hi: Expr
+    body: tuple["Stmt", ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: tuple["Stmt", ...]
+    other: tuple["Stmt", ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Wait:
+    barrier: Ref
+    parity: Expr
+    cta: Expr | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Arrive:
+    barrier: Ref
+    count: Expr | None
+    expect_tx: Expr | None
+    cta: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExpectTx:
+    barrier: Ref
+    bytes: Expr
+    cta: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CompleteTx:
+    barrier: Ref
+    bytes: Expr
+    cta: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ArriveDrop:
+    barrier: Ref
+    count: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    buffer: Ref
+    tile: Expr
+    bytes: Expr | None
+    tensormap: str | None
+    barrier: Ref | None
+    multicast: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TmaStore:
+    buffer: Ref
+    tile: Expr | None
+    bytes: Expr | None
+    tensormap: str | None
+    barrier: Ref | None  # always an error: stores complete through bulk groups
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Read:
+    buffer: Ref
+    tile: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Write:
+    buffer: Ref
+    tile: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Operand:
+    buffer: Ref
+    tile: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class MmaAsync:
+    operands: tuple[Operand, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class MmaWait:
+    pending: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class MmaCommit:
+    barrier: Ref
+    multicast: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CpAsyncArrive:
+    barrier: Ref
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CommitGroup:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class WaitGroup:
+    pending: Expr
+    read_only: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FenceProxyAsync:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FenceBarrierInit:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class SyncWarp:
+    mask: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class SyncThreads:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ClusterSync:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BarSync:
+    id: Expr
+    count: Expr
+    blocking: bool  # bar_sync blocks; bar_arrive only counts
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Init:
+    barrier: Ref
+    count: Expr
+    cta: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Inval:
+    barrier: Ref
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Exit:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CallStmt:
+    proc: str
+    args: tuple[Expr, ...]
+    span: Span = _span()
+
+
+Stmt = (
+    Let | Choose | RingDecl | Advance | For | If | Wait | Arrive | ExpectTx | CompleteTx
+    | ArriveDrop | TmaLoad | TmaStore | Read | Write | MmaAsync | MmaWait | MmaCommit
+    | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | SyncWarp
+    | SyncThreads | ClusterSync | BarSync | Init | Inval | Exit | CallStmt
+)
+
+
+# ---------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: Expr
+    lo: Expr | None
+    hi: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Const:
+    name: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Smem:
+    name: str
+    dims: tuple[Expr, ...]
+    bytes: Expr
+    over: str | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class MBarrier:
+    name: str
+    dims: tuple[Expr, ...]
+    count: Expr
+    noinit: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    dims: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    dims: tuple[Expr, ...]
+    shape: str  # thread | warp | warpgroup | threads | warps | warpgroups
+    size: Expr | None
+    body: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class KChoose:
+    name: str
+    dims: tuple[Expr, ...]
+    lo: Expr | None
+    hi: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TensorMapField:
+    name: str
+    value: Expr | tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    name: str
+    fields: tuple[TensorMapField, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    params: tuple[str, ...]
+    body: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str
+    span: Span = _span()
+
+
+KItem = Arch | Param | Const | Smem | MBarrier | Cluster | Role | KChoose | TensorMap | Proc
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    items: tuple[KItem, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    path: str
+    imports: tuple[Import, ...]
+    kernels: tuple[Kernel, ...]
+    procs: tuple[Proc, ...]
+    span: Span = _span()

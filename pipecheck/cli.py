@@ -1,0 +1,158 @@
+"""The command line: `run(argv, stdout, stderr) -> exit code`; only `main` exits.
+
+Exit codes: 0 verified, 1 findings, 2 spec or usage error, 3 inconclusive (a limit was hit).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence, TextIO
+
+from .diagnostics import Diagnostic, SpecError, render
+from .explore import Limits
+from .verify import Options, Result, load_checked, verify_file
+
+EXIT_VERIFIED, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # no SystemExit from inside run()
+        raise _UsageError(message)
+
+
+def _define(value: str) -> tuple[str, int]:
+    if "=" not in value:
+        raise argparse.ArgumentTypeError(f"-D takes NAME=VALUE, not {value!r}")
+    name, _, v = value.partition("=")
+    try:
+        return name.strip(), int(v.strip(), 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"-D {name}: {v!r} is not an integer") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pipecheck", description="Model checker for TMA/mbarrier pipeline protocols.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    v = sub.add_parser("verify", help="explore every schedule and report hangs, races and faults")
+    v.add_argument("specs", nargs="+", metavar="SPEC")
+    v.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE",
+                   help="override a parameter")
+    v.add_argument("--elect", choices=["any", "lowest"], default="any",
+                   help="any: every lane PTX allows elect.sync to pick (default); lowest: the H200's observed choice")
+    v.add_argument("--format", choices=["text", "json"], default="text")
+    v.add_argument("--max-states", type=int, default=2_000_000, help="stop (exit 3) after this many states per configuration")
+    v.add_argument("--timeout", type=float, default=None, help="stop (exit 3) after this many seconds")
+    v.add_argument("--max-memory", type=int, default=None, metavar="MB", help="stop (exit 3) above this resident memory")
+    v.add_argument("--all", action="store_true",
+                   help="keep exploring after the first finding of each configuration, to list every distinct one")
+    v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
+    v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
+    c = sub.add_parser("check", help="parse and check specs without exploring")
+    c.add_argument("specs", nargs="+", metavar="SPEC")
+    c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    return p
+
+
+def _spec_error(exc: SpecError, sources: dict[str, str], stderr: TextIO) -> None:
+    for d in exc.diagnostics:
+        stderr.write(render(d, sources) + "\n")
+
+
+def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        return _run(argv, stdout, stderr)
+    except RecursionError:
+        stderr.write("pipecheck: error: the spec nests too deeply to analyse (expressions or blocks)\n")
+        return EXIT_ERROR
+    except MemoryError:
+        stderr.write("pipecheck: error: out of memory; limit the search with --max-states or --max-memory\n")
+        return EXIT_INCONCLUSIVE
+    except Exception as exc:  # noqa: BLE001 - a bug in pipecheck, never the user's fault: no traceback
+        if os.environ.get("PIPECHECK_DEBUG"):
+            raise
+        stderr.write(f"pipecheck: internal error: {type(exc).__name__}: {exc}\n"
+                     "please report it with the spec; PIPECHECK_DEBUG=1 shows the traceback\n")
+        return EXIT_ERROR
+
+
+def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        args = _parser().parse_args(list(argv))
+    except _UsageError as exc:
+        stderr.write(f"pipecheck: error: {exc}\n")
+        return EXIT_ERROR
+    except SystemExit as exc:  # --help
+        return EXIT_VERIFIED if not exc.code else EXIT_ERROR
+    if args.command == "check":
+        return _check(args, stdout, stderr)
+    return _verify(args, stdout, stderr)
+
+
+def _check(args, stdout: TextIO, stderr: TextIO) -> int:
+    worst = EXIT_VERIFIED
+    for spec in args.specs:
+        sources: dict[str, str] = {}
+        try:
+            kernel = load_checked(spec, dict(args.defines), sources)
+        except SpecError as exc:
+            _spec_error(exc, sources, stderr)
+            worst = EXIT_ERROR
+            continue
+        roles = ", ".join(f"{r.name}[{r.instances}]x{r.threads}" if r.instances > 1 else f"{r.name}x{r.threads}"
+                          for r in kernel.roles)
+        stdout.write(f"{spec}: ok: kernel {kernel.name}, {kernel.arch}, roles {roles}\n")
+    return worst
+
+
+def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
+    from .report.json_report import render_json
+    from .report.text import render_result
+
+    options = Options(
+        overrides=tuple(args.defines), elect=args.elect,
+        limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
+                      stop_at_first=not args.all),
+        reduce=not args.no_reduction,
+    )
+    codes = []
+    for spec in args.specs:
+        try:
+            result = verify_file(spec, options)
+        except SpecError as exc:
+            sources: dict[str, str] = {}
+            try:
+                load_checked(spec, {}, sources)
+            except SpecError:
+                pass
+            except Exception:  # noqa: BLE001 - only to collect source text for the caret
+                pass
+            _spec_error(exc, sources, stderr)
+            codes.append(EXIT_ERROR)
+            continue
+        stdout.write(render_json(result) if args.format == "json" else render_result(result))
+        if args.stats:
+            _stats(result, stderr)
+        codes.append(result.exit_code)
+    return max(codes, key=lambda c: {0: 0, 3: 1, 1: 2, 2: 3}[c]) if codes else EXIT_ERROR
+
+
+def _stats(result: Result, stderr: TextIO) -> None:
+    for run in result.runs:
+        e = run.exploration
+        rate = e.states / e.seconds if e.seconds > 0 else 0.0
+        stderr.write(f"{result.spec}: {e.states} states, {e.transitions} transitions, depth {e.depth}, "
+                     f"{e.seconds:.3f} s ({rate:,.0f} states/s)\n")
+    stderr.write(f"{result.spec}: total {result.seconds:.3f} s\n")
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
+
+
+if __name__ == "__main__":
+    main()

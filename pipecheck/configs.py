@@ -1,0 +1,149 @@
+"""The configurations one spec stands for, split into classes that explore identically.
+
+A configuration fixes what PTX leaves open and the spec does not: the lane each
+`elect(mask)` picks (SEMANTICS 2) and every kernel-scope `choose`. Two configurations
+whose thread classes have the same code and sizes explore the same graph, so one
+representative per class is explored, and a finding's condition is the set of
+configurations whose class shows it.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from .check import CheckedKernel
+from .diagnostics import error
+from .ir import Site
+from .lower import Config, RoleCode, ThreadClass, build_classes, lane_profile, lowest_lane
+
+MAX_CONFIGS = 4096
+
+
+@dataclass(frozen=True)
+class ElectSite:
+    mask: int
+    line: int
+    file: str
+
+
+@dataclass
+class ConfigClass:
+    representative: Config
+    members: list[Config]
+    classes: list[ThreadClass]
+
+    def is_hardware(self, masks: list[int]) -> bool:
+        """Whether the H200's choice (lowest lane of each mask) belongs to this class."""
+        return any(all(c.elected(m, True) == lowest_lane(m) for m in masks) for c in self.members)
+
+
+def elect_sites(codes: list[RoleCode], sites: list[Site]) -> list[ElectSite]:
+    out: list[ElectSite] = []
+
+    def walk(stmts):
+        for s in stmts:
+            if s[0] == "coll" and s[1][0] == "elect":
+                sp = sites[s[2]].span
+                out.append(ElectSite(s[1][1], sp.line, sp.file))
+            elif s[0] == "block":
+                walk(s[1])
+            elif s[0] == "for":
+                walk(s[4])
+            elif s[0] == "if":
+                walk(s[2])
+                walk(s[3])
+
+    for code in codes:
+        walk(code.body)
+    return out
+
+
+def _choice_values(kernel: CheckedKernel) -> list[tuple[str, list[tuple[int, ...]]]]:
+    out = []
+    for c in kernel.kchooses:
+        n = 1
+        for d in c.dims:
+            n *= d
+        out.append((c.name, list(itertools.product(range(c.lo, c.hi + 1), repeat=n))))
+    return out
+
+
+def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str) -> list[ConfigClass]:
+    """Every configuration, grouped by the thread classes it produces; representatives first-lowest."""
+    masks = sorted({m for code in codes for m in code.elect_masks})
+    lane_choices = []  # per mask: (representative lane, every lane it stands for)
+    for m in masks:
+        lanes = [lane for lane in range(32) if m >> lane & 1]
+        if elect == "lowest":
+            lane_choices.append([(lowest_lane(m), [lowest_lane(m)])])
+            continue
+        by_profile: dict[tuple, list[int]] = {}
+        for lane in lanes:
+            by_profile.setdefault(lane_profile(kernel, codes, m, lane), []).append(lane)
+        lane_choices.append([(group[0], group) for group in by_profile.values()])
+    choices = _choice_values(kernel)
+    total = 1
+    for lc in lane_choices:
+        total *= len(lc)  # classes of lanes, not lanes
+    for _, vals in choices:
+        total *= len(vals)
+    if total > MAX_CONFIGS:
+        raise error("value", f"the spec has {total} configurations (elected lanes x kernel choices); pipecheck explores at "
+                    f"most {MAX_CONFIGS}: narrow a `choose` range or pass --elect lowest", kernel.span)
+    groups: dict[tuple, ConfigClass] = {}
+    for picks in itertools.product(*lane_choices):
+        reps = tuple(rep for rep, _ in picks)
+        for vals in itertools.product(*[v for _, v in choices]):
+            chosen = tuple((name, v) for (name, _), v in zip(choices, vals))
+            cfg = Config(tuple(zip(masks, reps)), chosen)
+            members = [Config(tuple(zip(masks, lanes)), chosen) for lanes in itertools.product(*[g for _, g in picks])]
+            classes = build_classes(kernel, codes, cfg, elect == "lowest")
+            key = tuple(cl.shape_key() for cl in classes)
+            if key in groups:
+                groups[key].members.extend(members)
+            else:
+                groups[key] = ConfigClass(cfg, members, classes)
+    return list(groups.values())
+
+
+def _lanes_text(lanes: list[int]) -> str:
+    lanes = sorted(set(lanes))
+    if len(lanes) == 1:
+        return f"lane {lanes[0]}"
+    parts = []
+    start = prev = lanes[0]
+    for x in lanes[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}..{prev}")
+        if x is not None:
+            start = prev = x
+    return "a lane in " + ", ".join(parts)
+
+
+def describe(configs: list[Config], all_configs: list[Config], esites: list[ElectSite]) -> str:
+    """The condition under which a finding appears, in the spec's words; '' when it always does."""
+    if len(configs) == len(all_configs):
+        return ""
+    parts = []
+    masks = sorted({m for c in all_configs for m, _ in c.elect})
+    for m in masks:
+        chosen = sorted({c.elected(m, False) for c in configs})
+        every = sorted({c.elected(m, False) for c in all_configs})
+        if chosen != every:
+            lines = sorted({s.line for s in esites if s.mask == m})
+            where = f" (line {', '.join(map(str, lines))})" if lines else ""
+            call = "elect()" if m == 0xFFFFFFFF else f"elect({m:#x})"
+            parts.append(f"{call}{where} elects {_lanes_text(chosen)}")
+    names = sorted({n for c in all_configs for n, _ in c.choices})
+    for n in names:
+        chosen = sorted({c.choice(n) for c in configs})
+        every = sorted({c.choice(n) for c in all_configs})
+        if chosen != every:
+            if len(chosen) == 1:
+                v = chosen[0]
+                parts.append(f"{n} = {v[0] if len(v) == 1 else list(v)}")
+            else:
+                parts.append(f"{n} in {{{', '.join(str(v[0]) if len(v) == 1 else str(list(v)) for v in chosen)}}}")
+    return " and ".join(parts)

@@ -1,0 +1,135 @@
+"""Breadth-first exploration of any transition system with `initial`, `successors`, `terminal_findings`.
+
+It knows nothing of barriers: states are hashable, actions replayable, findings carry a
+`key`. BFS makes every counterexample a shortest one; the order is deterministic.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+
+class TransitionSystem(Protocol):
+    def initial(self) -> Any: ...
+    def successors(self, state: Any) -> Sequence[tuple[Any, Any, Sequence[Any]]]: ...
+    def terminal_findings(self, state: Any) -> Sequence[Any]: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_states: int | None = None
+    timeout: float | None = None
+    max_memory_mb: int | None = None
+    stop_at_first: bool = False
+    # Do not explore past a transition that raised a finding: the protocol is already broken there,
+    # and what follows is mostly fallout. A state reached by a clean path is still explored.
+    past_findings: bool = False
+
+
+@dataclass
+class Found:
+    finding: Any
+    path: tuple  # actions from the initial state; the last one raised the finding (none for terminal findings)
+    terminal: bool
+
+
+@dataclass
+class Exploration:
+    complete: bool
+    states: int
+    transitions: int
+    depth: int
+    found: list[Found]
+    stopped: str | None  # why exploration stopped early: "max-states", "timeout", "max-memory"
+    seconds: float
+    terminals: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _path(parents: list[tuple[int, Any]], index: int) -> tuple:
+    acts = []
+    while index > 0:
+        p, a = parents[index]
+        acts.append(a)
+        index = p
+    return tuple(reversed(acts))
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        import os
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return 0.0
+
+
+def explore(system: TransitionSystem, limits: Limits = Limits(),
+            progress: Callable[[int, int, float], None] | None = None) -> Exploration:
+    """Visit every reachable state once, in BFS order; keep the first occurrence of each finding."""
+    start = time.perf_counter()
+    init = system.initial()
+    index: dict[Any, int] = {init: 0}
+    parents: list[tuple[int, Any]] = [(-1, None)]
+    frontier: deque[tuple[Any, int, int]] = deque([(init, 0, 0)])
+    found: dict[Any, Found] = {}
+    transitions = 0
+    depth = 0
+    terminals = 0
+    stopped = None
+    tick = 0
+    while frontier:
+        state, sid, d = frontier.popleft()
+        depth = max(depth, d)
+        succs = system.successors(state)
+        if not succs:
+            terminals += 1
+            for f in system.terminal_findings(state):
+                if f.key not in found:
+                    found[f.key] = Found(f, _path(parents, sid), True)
+        for action, nxt, findings in succs:
+            transitions += 1
+            if findings:
+                for f in findings:
+                    if f.key not in found:
+                        found[f.key] = Found(f, _path(parents, sid) + (action,), False)
+                if not limits.past_findings:
+                    continue
+            if nxt not in index:
+                nid = len(parents)
+                index[nxt] = nid
+                parents.append((sid, action))
+                frontier.append((nxt, nid, d + 1))
+        if limits.stop_at_first and found:
+            stopped = "first-finding"
+            break
+        tick += 1
+        if tick & 1023 == 0:
+            elapsed = time.perf_counter() - start
+            if progress is not None:
+                progress(len(parents), depth, elapsed)
+            if limits.timeout is not None and elapsed > limits.timeout:
+                stopped = "timeout"
+                break
+            if limits.max_memory_mb is not None and _rss_mb() > limits.max_memory_mb:
+                stopped = "max-memory"
+                break
+        if limits.max_states is not None and len(parents) > limits.max_states:
+            stopped = "max-states"
+            break
+    complete = stopped is None or (stopped == "first-finding" and not frontier)
+    return Exploration(complete, len(parents), transitions, depth, list(found.values()),
+                       None if complete else stopped, time.perf_counter() - start, terminals)
+
+
+def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[Any]]]:
+    """Re-run a path from the initial state: [(action, state after, findings)], state before first is initial()."""
+    state = system.initial()
+    out = []
+    for action in path:
+        state, findings = system.step(state, action)
+        out.append((action, state, findings))
+    return out

@@ -1,0 +1,22 @@
+"""A finding: what one transition (or a terminal state) of the model reveals.
+
+Findings are data; the explorer keeps the first (shortest) occurrence of each key and the
+reports turn them into diagnostics, timelines and sentences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    site: int = -1  # index into the model's sites; -1 when no statement is to blame
+    cls: int = -1  # the thread class that acted, or -1
+    barriers: tuple[int, ...] = ()  # barrier ids whose state explains it
+    notes: tuple[tuple[str, int], ...] = ()  # (message, site) pairs
+
+    @property
+    def key(self) -> tuple:
+        return (self.code, self.site)

@@ -1,0 +1,226 @@
+"""Resolved expressions and flat instructions: what `lower` produces and `model` executes.
+
+Expressions are small hashable trees; `compile_expr` turns one into a Python closure over
+a thread's environment tuple. Instructions are hashable too, so identical programs of two
+thread classes compare equal (that is how classes and configurations are merged).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .check import c_div, c_mod
+from .diagnostics import Span
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class RConst:
+    value: int
+
+
+@dataclass(frozen=True)
+class RVar:
+    slot: int
+    name: str
+
+
+@dataclass(frozen=True)
+class RBuiltin:
+    name: str  # lane | warp | thread | instance | cta | cta_x | cta_y | warpgroup
+
+
+@dataclass(frozen=True)
+class RElect:
+    """The value of `elect(mask)` at one site: true on the elected lane."""
+
+    mask: int
+    site: int
+
+
+@dataclass(frozen=True)
+class RRing:
+    slot: int
+    name: str
+    stages: int
+    phase0: int
+    attr: str  # index | phase | count
+
+
+@dataclass(frozen=True)
+class RChoice:
+    """A kernel-scope `choose` element: fixed by the configuration."""
+
+    name: str
+    index: tuple["RExpr", ...]
+
+
+@dataclass(frozen=True)
+class ROp:
+    op: str  # unary "-" "!"; binary operators; "?:"; "min"; "max"
+    args: tuple["RExpr", ...]
+
+
+RExpr = RConst | RVar | RBuiltin | RElect | RRing | RChoice | ROp
+
+
+class EvalError(Exception):
+    """A runtime value error in the spec (index out of range, division by zero)."""
+
+    def __init__(self, message: str, site: int):
+        super().__init__(message)
+        self.site = site
+
+
+def _div(a: int, b: int) -> int:
+    if b == 0:
+        raise ZeroDivisionError
+    return c_div(a, b)
+
+
+def _mod(a: int, b: int) -> int:
+    if b == 0:
+        raise ZeroDivisionError
+    return c_mod(a, b)
+
+
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^",
+           "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def expr_source(e: RExpr) -> str:
+    """Python source for an expression over `e` (the environment tuple)."""
+    if isinstance(e, RConst):
+        return repr(int(e.value))
+    if isinstance(e, RVar):
+        return f"e[{e.slot}]"
+    if isinstance(e, RRing):
+        if e.attr == "count":
+            return f"e[{e.slot}]"
+        if e.attr == "index":
+            return f"(e[{e.slot}] % {e.stages})"
+        return f"(((e[{e.slot}] // {e.stages}) + {e.phase0}) & 1)"
+    if isinstance(e, ROp):
+        a = [expr_source(x) for x in e.args]
+        if e.op == "-" and len(a) == 1:
+            return f"(-{a[0]})"
+        if e.op == "!":
+            return f"(not {a[0]})"
+        if e.op == "&&":
+            return f"(bool({a[0]}) and bool({a[1]}))"
+        if e.op == "||":
+            return f"(bool({a[0]}) or bool({a[1]}))"
+        if e.op == "/":
+            return f"_div({a[0]}, {a[1]})"
+        if e.op == "%":
+            return f"_mod({a[0]}, {a[1]})"
+        if e.op == "?:":
+            return f"({a[1]} if {a[0]} else {a[2]})"
+        if e.op in ("min", "max"):
+            return f"{e.op}({', '.join(a)})"
+        return f"({a[0]} {_PY_OPS[e.op]} {a[1]})"
+    raise TypeError(f"not a runtime expression: {e!r}")
+
+
+def compile_expr(e: RExpr) -> Callable[[tuple], int]:
+    if isinstance(e, RConst):
+        v = int(e.value)
+        return lambda env: v
+    src = expr_source(e)
+    return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "min": min, "max": max})
+
+
+def expr_text(e: RExpr) -> str:
+    """The expression as a person would write it (for reports)."""
+    if isinstance(e, RConst):
+        return str(e.value)
+    if isinstance(e, RVar):
+        return e.name
+    if isinstance(e, RRing):
+        return f"{e.name}.{e.attr}"
+    if isinstance(e, RBuiltin):
+        return e.name
+    if isinstance(e, RElect):
+        return "elect()" if e.mask == 0xFFFFFFFF else f"elect({e.mask:#x})"
+    if isinstance(e, RChoice):
+        return e.name + "".join(f"[{expr_text(i)}]" for i in e.index)
+    if isinstance(e, ROp):
+        a = [expr_text(x) for x in e.args]
+        if len(a) == 1:
+            return f"{e.op}{a[0]}"
+        if e.op == "?:":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if e.op in ("min", "max"):
+            return f"{e.op}({', '.join(a)})"
+        return f"({a[0]} {e.op} {a[1]})"
+    return "?"
+
+
+# ---------------------------------------------------------------- instructions
+
+
+@dataclass(frozen=True)
+class RRef:
+    """A barrier or buffer element, resolved to its declaration; `cta` None is the thread's own."""
+
+    name: str
+    indices: tuple[RExpr, ...]
+    cta: RExpr | None = None
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an instruction comes from: its statement, and the procedure calls that led there."""
+
+    span: Span
+    text: str
+    via: tuple[Span, ...] = ()
+    proc: str | None = None
+
+
+# Instruction opcodes. Locals are executed eagerly (fused into the step before them).
+LET, CHOOSE, RING, ADVANCE, JUMP, BRANCH = "let", "choose", "ring", "advance", "jump", "branch"
+LOCAL_OPS = frozenset({LET, CHOOSE, RING, ADVANCE, JUMP, BRANCH})
+WAIT, ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP = "wait", "arrive", "expect_tx", "complete_tx", "arrive_drop"
+TMA_LOAD, READ, WRITE, MMA, MMA_WAIT, MMA_COMMIT = "tma_load", "read", "write", "mma", "mma_wait", "mma_commit"
+COLL, COLL_WAIT, BAR_ARRIVE, END = "coll", "coll_wait", "bar_arrive", "end"
+TMA_STORE, COMMIT_GROUP, WAIT_GROUP, FENCE_PROXY = "tma_store", "commit_group", "wait_group", "fence_proxy"
+INIT, INVAL, FENCE_INIT, EXIT, CP_ASYNC_ARRIVE = "init", "inval", "fence_init", "exit", "cp_async_arrive"
+
+# Operations whose effect another thread can observe (beyond reading shared state).
+SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, MMA_COMMIT, BAR_ARRIVE,
+                            TMA_STORE, COMMIT_GROUP, INIT, INVAL, EXIT, CP_ASYNC_ARRIVE})
+
+
+@dataclass(frozen=True)
+class Instr:
+    op: str
+    args: tuple = ()
+    site: int = -1
+    target: int = -1  # jump / branch-if-false target
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """One thread class's code: flat instructions; pc len-1 is END. Hashes once (programs are dict keys)."""
+
+    instrs: tuple[Instr, ...]
+    nslots: int
+    slot_names: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.instrs, self.nslots)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Program) or self._hash != other._hash:  # type: ignore[attr-defined]
+            return False
+        return self.instrs == other.instrs and self.nslots == other.nslots
+
+    def key(self) -> tuple:
+        return (self._hash, self.nslots)  # type: ignore[attr-defined]

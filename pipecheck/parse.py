@@ -1,0 +1,557 @@
+"""Text to syntax tree: the lark grammar in grammars/pipe.lark, with source positions.
+
+`parse_text` is pure; `load_spec` reads a file and the files it imports. Syntax errors
+become diagnostics with file:line:col and a message in the language's own words.
+"""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import ast as A
+from .diagnostics import Diagnostic, Note, Span, SpecError, error
+
+MAX_IMPORT_DEPTH = 16
+
+
+def _grammar_text() -> str:
+    try:
+        return (resources.files("pipecheck.grammars") / "pipe.lark").read_text()
+    except (ModuleNotFoundError, FileNotFoundError):
+        return (Path(__file__).resolve().parent.parent / "grammars" / "pipe.lark").read_text()
+
+
+@functools.cache
+def _parser() -> Lark:
+    # cache=True keeps the built LALR tables in the temp directory: start-up matters for pre-commit use
+    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+
+
+def _span(file: str, meta) -> Span:
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tspan(file: str, tok: Token) -> Span:
+    return Span(file, tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
+
+
+_ROLE_SHAPES = ("thread", "warp", "warpgroup", "threads", "warps", "warpgroups")
+
+
+def _int(text: str) -> int:
+    text = text.replace("_", "")
+    if text.startswith(("0x", "0X")):
+        return int(text, 16)
+    if text.startswith(("0b", "0B")):
+        return int(text, 2)
+    return int(text)
+
+
+class _Build(Transformer):
+    """Builds AST nodes; every rule keeps its span."""
+
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def s(self, meta) -> Span:
+        return _span(self.file, meta)
+
+    # --- expressions
+    @v_args(meta=True)
+    def number(self, meta, c):
+        value = _int(c[0])
+        if c[1] is not None:
+            value *= {"KiB": 1024, "MiB": 1024 * 1024}[str(c[1])]
+        return A.Num(value, self.s(meta))
+
+    @v_args(meta=True)
+    def true(self, meta, c):
+        return A.Bool(True, self.s(meta))
+
+    @v_args(meta=True)
+    def false(self, meta, c):
+        return A.Bool(False, self.s(meta))
+
+    @v_args(meta=True)
+    def name(self, meta, c):
+        return A.Name(str(c[0]), self.s(meta))
+
+    @v_args(meta=True)
+    def call(self, meta, c):
+        args = tuple(a for a in c[1:] if a is not None)
+        return A.Call(str(c[0]), args, self.s(meta))
+
+    @v_args(meta=True)
+    def attr(self, meta, c):
+        return A.Attr(c[0], str(c[1]), self.s(meta))
+
+    @v_args(meta=True)
+    def index(self, meta, c):
+        return A.Index(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def neg(self, meta, c):
+        return A.Unary("-", c[0], self.s(meta))
+
+    @v_args(meta=True)
+    def not_(self, meta, c):
+        return A.Unary("!", c[0], self.s(meta))
+
+    def _bin(self, meta, op, l, r):
+        return A.Binary(op, l, r, self.s(meta))
+
+    @v_args(meta=True)
+    def arith(self, meta, c):
+        return self._bin(meta, str(c[1]), c[0], c[2])
+
+    @v_args(meta=True)
+    def shift(self, meta, c):
+        return self._bin(meta, str(c[1]), c[0], c[2])
+
+    @v_args(meta=True)
+    def compare(self, meta, c):
+        return self._bin(meta, str(c[1]), c[0], c[2])
+
+    @v_args(meta=True)
+    def bit_or(self, meta, c):
+        return self._bin(meta, "|", c[0], c[1])
+
+    @v_args(meta=True)
+    def bit_xor(self, meta, c):
+        return self._bin(meta, "^", c[0], c[1])
+
+    @v_args(meta=True)
+    def bit_and(self, meta, c):
+        return self._bin(meta, "&", c[0], c[1])
+
+    @v_args(meta=True)
+    def and_(self, meta, c):
+        return self._bin(meta, "&&", c[0], c[1])
+
+    @v_args(meta=True)
+    def or_(self, meta, c):
+        return self._bin(meta, "||", c[0], c[1])
+
+    @v_args(meta=True)
+    def ternary(self, meta, c):
+        return A.Ternary(c[0], c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def ref(self, meta, c):
+        return A.Ref(str(c[0]), tuple(c[1:]), self.s(meta))
+
+    # --- statements
+    def block(self, c):
+        return tuple(x for x in c if x is not None and not isinstance(x, Token))
+
+    def stmt(self, c):  # a lone ';'
+        return None
+
+    @v_args(meta=True)
+    def let_stmt(self, meta, c):
+        return A.Let(str(c[0]), c[1], self.s(meta))
+
+    def choose_range(self, c):
+        return (c[0], c[1])
+
+    @v_args(meta=True)
+    def choose_stmt(self, meta, c):
+        lo, hi = c[1] if c[1] is not None else (None, None)
+        return A.Choose(str(c[0]), lo, hi, self.s(meta))
+
+    @v_args(meta=True)
+    def ring_stmt(self, meta, c):
+        return A.RingDecl(str(c[0]), c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def advance_stmt(self, meta, c):
+        return A.Advance(str(c[0]), self.s(meta))
+
+    @v_args(meta=True)
+    def for_stmt(self, meta, c):
+        return A.For(str(c[0]), c[1], c[2], c[3], self.s(meta))
+
+    @v_args(meta=True)
+    def if_stmt(self, meta, c):
+        other = c[2]
+        if other is None:
+            other = ()
+        elif isinstance(other, A.If):
+            other = (other,)
+        return A.If(c[0], c[1], other, self.s(meta))
+
+    @v_args(meta=True)
+    def wait_stmt(self, meta, c):
+        return A.Wait(c[0], c[1], c[2], self.s(meta))
+
+    def opt_count(self, c):
+        return ("count", c[0])
+
+    def opt_expect_tx(self, c):
+        return ("expect_tx", c[0])
+
+    def opt_on_cta(self, c):
+        return ("cta", c[0])
+
+    def opt_bytes(self, c):
+        return ("bytes", c[0])
+
+    def opt_map(self, c):
+        return ("map", str(c[0]))
+
+    def opt_barrier(self, c):
+        return ("barrier", c[0])
+
+    def opt_multicast(self, c):
+        return ("multicast", c[0])
+
+    def opt_tile(self, c):
+        return ("tile", c[0])
+
+    def on_cta(self, c):
+        return c[0]
+
+    def _opts(self, meta, opts, allowed: tuple[str, ...]) -> dict:
+        out: dict = {}
+        for key, value in opts:
+            if key in out:
+                raise error("syntax", f"'{key}' is given twice", self.s(meta))
+            out[key] = value
+        return {k: out.get(k) for k in allowed}
+
+    @v_args(meta=True)
+    def arrive_stmt(self, meta, c):
+        o = self._opts(meta, c[1:], ("count", "expect_tx", "cta"))
+        return A.Arrive(c[0], o["count"], o["expect_tx"], o["cta"], self.s(meta))
+
+    @v_args(meta=True)
+    def expect_tx_stmt(self, meta, c):
+        return A.ExpectTx(c[0], c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def complete_tx_stmt(self, meta, c):
+        return A.CompleteTx(c[0], c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def arrive_drop_stmt(self, meta, c):
+        return A.ArriveDrop(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def tma_load_stmt(self, meta, c):
+        o = self._opts(meta, c[2:], ("bytes", "map", "barrier", "multicast"))
+        return A.TmaLoad(c[0], c[1], o["bytes"], o["map"], o["barrier"], o["multicast"], self.s(meta))
+
+    @v_args(meta=True)
+    def tma_store_stmt(self, meta, c):
+        o = self._opts(meta, c[1:], ("tile", "bytes", "map", "barrier"))
+        return A.TmaStore(c[0], o["tile"], o["bytes"], o["map"], o["barrier"], self.s(meta))
+
+    @v_args(meta=True)
+    def read_stmt(self, meta, c):
+        return A.Read(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def write_stmt(self, meta, c):
+        return A.Write(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def operand(self, meta, c):
+        return A.Operand(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def mma_async_stmt(self, meta, c):
+        return A.MmaAsync(tuple(c), self.s(meta))
+
+    @v_args(meta=True)
+    def mma_wait_stmt(self, meta, c):
+        return A.MmaWait(c[0], self.s(meta))
+
+    @v_args(meta=True)
+    def mma_commit_stmt(self, meta, c):
+        return A.MmaCommit(c[0], c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def cp_async_arrive_stmt(self, meta, c):
+        return A.CpAsyncArrive(c[0], self.s(meta))
+
+    @v_args(meta=True)
+    def commit_group_stmt(self, meta, c):
+        return A.CommitGroup(self.s(meta))
+
+    @v_args(meta=True)
+    def wait_group_stmt(self, meta, c):
+        return A.WaitGroup(c[0], False, self.s(meta))
+
+    @v_args(meta=True)
+    def wait_group_read_stmt(self, meta, c):
+        return A.WaitGroup(c[0], True, self.s(meta))
+
+    @v_args(meta=True)
+    def fence_proxy_async_stmt(self, meta, c):
+        return A.FenceProxyAsync(self.s(meta))
+
+    @v_args(meta=True)
+    def fence_barrier_init_stmt(self, meta, c):
+        return A.FenceBarrierInit(self.s(meta))
+
+    @v_args(meta=True)
+    def syncwarp_stmt(self, meta, c):
+        return A.SyncWarp(c[0], self.s(meta))
+
+    @v_args(meta=True)
+    def syncthreads_stmt(self, meta, c):
+        return A.SyncThreads(self.s(meta))
+
+    @v_args(meta=True)
+    def cluster_sync_stmt(self, meta, c):
+        return A.ClusterSync(self.s(meta))
+
+    @v_args(meta=True)
+    def bar_sync_stmt(self, meta, c):
+        return A.BarSync(c[0], c[1], True, self.s(meta))
+
+    @v_args(meta=True)
+    def bar_arrive_stmt(self, meta, c):
+        return A.BarSync(c[0], c[1], False, self.s(meta))
+
+    @v_args(meta=True)
+    def init_stmt(self, meta, c):
+        return A.Init(c[0], c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def inval_stmt(self, meta, c):
+        return A.Inval(c[0], self.s(meta))
+
+    @v_args(meta=True)
+    def exit_stmt(self, meta, c):
+        return A.Exit(self.s(meta))
+
+    @v_args(meta=True)
+    def call_stmt(self, meta, c):
+        return A.CallStmt(str(c[0]), tuple(a for a in c[1:] if a is not None), self.s(meta))
+
+    # --- declarations
+    def dims(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def arch(self, meta, c):
+        return A.Arch(str(c[0]), self.s(meta))
+
+    @v_args(meta=True)
+    def param(self, meta, c):
+        return A.Param(str(c[0]), c[1], c[2], c[3], self.s(meta))
+
+    @v_args(meta=True)
+    def const_decl(self, meta, c):
+        return A.Const(str(c[0]), c[1], self.s(meta))
+
+    def alias(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def smem(self, meta, c):
+        return A.Smem(str(c[0]), c[1], c[2], c[3], self.s(meta))
+
+    def mbar_opt(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def mbarrier(self, meta, c):
+        opts = [str(x) for x in c[3:]]
+        return A.MBarrier(str(c[0]), c[1], c[2], "noinit" in opts, self.s(meta))
+
+    @v_args(meta=True)
+    def cluster(self, meta, c):
+        return A.Cluster(tuple(c), self.s(meta))
+
+    @v_args(meta=True)
+    def role(self, meta, c):
+        name, dims, shape, size, body = c
+        shape_s = str(shape)
+        if shape_s not in _ROLE_SHAPES:
+            raise error(
+                "syntax",
+                f"'{shape_s}' is not a role shape; write one of: thread, warp, warpgroup, threads N, warps N, warpgroups N",
+                _tspan(self.file, shape),
+            )
+        if shape_s in ("threads", "warps", "warpgroups") and size is None:
+            raise error("syntax", f"'{shape_s}' needs a count, e.g. `{shape_s} 2`", _tspan(self.file, shape))
+        if shape_s in ("thread", "warp", "warpgroup") and size is not None:
+            raise error("syntax", f"'{shape_s}' takes no count; write `{shape_s}s N` for several", _tspan(self.file, shape))
+        return A.Role(str(name), dims, shape_s, size, body, self.s(meta))
+
+    @v_args(meta=True)
+    def kchoose(self, meta, c):
+        lo, hi = c[2] if c[2] is not None else (None, None)
+        return A.KChoose(str(c[0]), c[1], lo, hi, self.s(meta))
+
+    def tm_list(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def tm_field(self, meta, c):
+        return A.TensorMapField(str(c[0]), c[1], self.s(meta))
+
+    @v_args(meta=True)
+    def tensormap(self, meta, c):
+        return A.TensorMap(str(c[0]), tuple(c[1:]), self.s(meta))
+
+    @v_args(meta=True)
+    def proc_def(self, meta, c):
+        params = tuple(str(p) for p in c[1:-1] if p is not None)
+        return A.Proc(str(c[0]), params, c[-1], self.s(meta))
+
+    @v_args(meta=True)
+    def import_stmt(self, meta, c):
+        return A.Import(str(c[0])[1:-1], self.s(meta))
+
+    @v_args(meta=True)
+    def kernel(self, meta, c):
+        items = tuple(x for x in c[1:] if x is not None and not isinstance(x, Token))
+        return A.Kernel(str(c[0]), items, self.s(meta))
+
+    def start(self, c):
+        return c
+
+
+_FRIENDLY = {
+    "RBRACE": "'}'", "LBRACE": "'{'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
+    "NAME": "a name", "INT": "a number", "STRING": "a quoted path", "SEMICOLON": "';'",
+    "COMMA": "','", "EQUAL": "'='", "DOT": "'.'", "COLON": "':'", "QMARK": "'?'",
+    "CMP_OP": "a comparison", "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "UNIT": "KiB or MiB",
+}
+
+
+def _describe_expected(expected: set[str]) -> str:
+    names: list[str] = []
+    parser = _parser()
+    for t in sorted(expected):
+        if t in _FRIENDLY:
+            names.append(_FRIENDLY[t])
+            continue
+        try:
+            pat = parser.get_terminal(t).pattern
+            names.append(f"'{pat.value}'" if pat.type == "str" else t.lower())
+        except KeyError:
+            names.append(t.lower())
+    names = sorted(set(names))
+    if len(names) > 8:
+        return ", ".join(names[:8]) + ", ..."
+    return ", ".join(names)
+
+
+def _syntax_error(file: str, exc: UnexpectedInput) -> SpecError:
+    line = getattr(exc, "line", 0) or 0
+    col = getattr(exc, "column", 0) or 0
+    if isinstance(exc, UnexpectedCharacters):
+        ch = exc.char
+        msg = f"unexpected character {ch!r}"
+        return error("syntax", msg, Span(file, line, col, line, col + 1))
+    if isinstance(exc, UnexpectedEOF):
+        return error("syntax", "the file ends inside a block: a '}' is missing", Span(file, max(line, 1), max(col, 1)))
+    assert isinstance(exc, UnexpectedToken)
+    tok = exc.token
+    if tok.type == "$END":
+        return error("syntax", "the file ends inside a block: a '}' is missing", Span(file, max(line, 1), max(col, 1)))
+    exp = _describe_expected(set(exc.expected))
+    text = str(tok)
+    msg = f"unexpected {text!r}; expected {exp}"
+    if tok.type == "NAME" and "'}'" in exp:
+        msg += f" (is '{text}' a statement keyword? see docs/language.md)"
+    return error("syntax", msg, _tspan(file, tok))
+
+
+def parse_text(text: str, file: str) -> A.SpecFile:
+    """Parse one file's text into a `SpecFile`; raises SpecError with diagnostics."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(file, exc) from None
+    try:
+        items = _Build(file).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, SpecError):
+            raise exc.orig_exc from None
+        raise
+    imports = tuple(x for x in items if isinstance(x, A.Import))
+    kernels = tuple(x for x in items if isinstance(x, A.Kernel))
+    procs = tuple(x for x in items if isinstance(x, A.Proc))
+    return A.SpecFile(file, imports, kernels, procs, Span(file, 1, 1))
+
+
+def load_spec(path: str | Path, sources: dict[str, str] | None = None) -> tuple[A.Kernel, dict[str, A.Proc]]:
+    """Read a spec and its imports; returns its one kernel and every visible procedure.
+
+    `sources` (if given) receives the text of every file read, for rendering diagnostics.
+    """
+    path = Path(path)
+    sources = sources if sources is not None else {}
+    procs: dict[str, A.Proc] = {}
+    seen: set[Path] = set()
+
+    def visit(p: Path, display: str, depth: int, via: A.Import | None) -> A.SpecFile:
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if via is None:
+                raise error("usage", f"cannot read {display}: {reason}", None) from None
+            raise error("import", f"cannot import {via.path!r}: {reason}", via.span) from None
+        sources[display] = text
+        spec = parse_text(text, display)
+        for imp in spec.imports:
+            if depth >= MAX_IMPORT_DEPTH:
+                raise error("import", f"imports nest deeper than {MAX_IMPORT_DEPTH} files", imp.span)
+            target = _resolve_import(p, imp)
+            if target.resolve() in seen:
+                continue
+            seen.add(target.resolve())
+            sub = visit(target, _display(target), depth + 1, imp)
+            if sub.kernels:
+                raise error("import", f"{imp.path!r} defines a kernel; only procedures can be imported", imp.span)
+        for proc in spec.procs:
+            if proc.name in procs:
+                prev = procs[proc.name]
+                raise error("name", f"procedure '{proc.name}' is defined twice", proc.span,
+                            Note("first defined here", prev.span))
+            procs[proc.name] = proc
+        return spec
+
+    seen.add(path.resolve())
+    top = visit(path, _display(path), 0, None)
+    if len(top.kernels) != 1:
+        what = "no kernel" if not top.kernels else f"{len(top.kernels)} kernels"
+        span = top.kernels[1].span if len(top.kernels) > 1 else Span(_display(path), 1, 1)
+        raise error("syntax", f"a spec holds exactly one kernel; this file has {what}", span)
+    kernel = top.kernels[0]
+    for item in kernel.items:
+        if isinstance(item, A.Proc):
+            if item.name in procs:
+                raise error("name", f"procedure '{item.name}' is defined twice", item.span,
+                            Note("first defined here", procs[item.name].span))
+            procs[item.name] = item
+    return kernel, procs
+
+
+def _display(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def _resolve_import(base: Path, imp: A.Import) -> Path:
+    """Imports are relative to the importing file; `lib/x.pipe` also searches parents' specs/."""
+    candidates = [base.parent / imp.path]
+    for parent in [base.parent, *base.parent.parents]:
+        candidates.append(parent / "specs" / imp.path)
+    for c in candidates:
+        if c.is_file():
+            return c
+    return candidates[0]

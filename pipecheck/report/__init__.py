@@ -1,0 +1,1 @@
+"""Renderings of a verification result: text for people, JSON for tools."""

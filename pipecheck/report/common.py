@@ -1,0 +1,82 @@
+"""What every report says about an issue: where, when, why, and the schedule that shows it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import Span
+from ..graphs import explain_hang
+from ..lower import Config
+from ..trace import Trace, barrier_line, build, involved_barriers
+from ..verify import Issue, Result
+
+
+@dataclass
+class IssueView:
+    issue: Issue
+    span: Span | None
+    trace: Trace
+    why: str
+    when: str
+    barriers: list[str]
+    config_text: str
+
+
+def config_text(result: Result, config: Config) -> str:
+    parts = []
+    for mask, lane in config.elect:
+        lines = sorted({s.line for s in result.esites if s.mask == mask})
+        call = "elect()" if mask == 0xFFFFFFFF else f"elect({mask:#x})"
+        where = f" (line {', '.join(map(str, lines))})" if lines else ""
+        parts.append(f"{call}{where} elects lane {lane}")
+    for name, vals in config.choices:
+        parts.append(f"{name} = {vals[0] if len(vals) == 1 else list(vals)}")
+    return ", ".join(parts)
+
+
+def when_text(result: Result, issue: Issue) -> str:
+    if not issue.condition:
+        if issue.on_hardware is None or len(result.runs) <= 1:
+            return ""
+        return "in every configuration"
+    text = f"only when {issue.condition}"
+    if issue.on_hardware is False:
+        text += "; the H200 elects the lowest lane of the mask, so this is latent on current hardware (PTX does not promise which lane)"
+    elif issue.on_hardware is True:
+        text += "; this includes the H200's choice (the lowest lane), so it manifests on current hardware"
+    return text
+
+
+def why_text(result: Result, issue: Issue, trace: Trace, ctext: str) -> str:
+    f = issue.finding
+    model = issue.run.model
+    if f.code == "hang":
+        return explain_hang(model, trace.final, ctext)
+    if f.code == "stale-read":
+        return ("the read is not ordered after the load's barrier phase: it must wait on the barrier the TMA "
+                "completes on, with the parity of the phase that load belongs to")
+    if f.code == "overwrite":
+        return ("the stage was handed back to the producer (or never waited on) before every reader was done with "
+                "it, so the next TMA load replaced the tile under its reader")
+    if f.code == "double-arrive":
+        return ("an arrival beyond the one each thread owes per phase counts toward completing the phase early, "
+                "before every participant has arrived (SEMANTICS 1: separate arrivals carry into the count)")
+    if f.code == "arrive-fault":
+        return "the hardware faults on this arrive (an unspecified launch failure on the H200), ending the kernel"
+    if f.code == "tx-range":
+        return "the transaction count must stay within +-(2^20-1); the H200 faults past it"
+    if f.code == "phase-alias":
+        return ("a parity wait can only tell the current phase from the one before; a waiter further behind "
+                "(or ahead) passes or blocks on the wrong phase")
+    if f.code == "exit-inflight":
+        return ("a CTA must not exit while bulk copies into or out of its shared memory are in flight "
+                "(CUDA Programming Guide): wait for the load's barrier, or drain it, before the last thread ends")
+    return ""
+
+
+def view(result: Result, issue: Issue) -> IssueView:
+    model = issue.run.model
+    trace = build(model, issue.witness.path, issue.run.config)
+    ctext = config_text(result, issue.run.config)
+    span = result.sites[issue.finding.site].span if 0 <= issue.finding.site < len(result.sites) else None
+    bars = [barrier_line(model, trace.final, gid) for gid in involved_barriers(model, trace, issue.finding)[:8]]
+    return IssueView(issue, span, trace, why_text(result, issue, trace, ctext), when_text(result, issue), bars, ctext)

@@ -1,0 +1,175 @@
+"""Counterexample schedules as people read them: numbered steps, per-role columns, effects.
+
+A trace is replayed from its action path through the model, so every step shows the
+concrete barrier, buffer and tile it touched and the spec line it came from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .explore import replay
+from .findings import Finding
+from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMPLETE_TX, END, EXPECT_TX, MMA, MMA_WAIT, READ, TMA_LOAD,
+                 WAIT)
+from .lower import Config
+from .model import Model, State
+
+ASYNC = "async (TMA, wgmma)"
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    column: str  # the role instance, or ASYNC
+    who: str  # the thread class within it
+    text: str
+    site: int  # -1 for async completions
+    effects: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass
+class Trace:
+    steps: list[Step]
+    final: State
+    initial: State
+    columns: list[str] = field(default_factory=list)
+
+
+def _bar(model: Model, gid: int) -> str:
+    return model.layout.bar_names[gid]
+
+
+def _buf(model: Model, gid: int) -> str:
+    return model.layout.buf_names[gid]
+
+
+def describe_thread_step(model: Model, s: State, c: int, gi: int, config: Config | None = None) -> tuple[str, int]:
+    (pc, env), m = s.locs[c][gi]
+    ins = model.code[c][pc]
+    cl = model.classes[c]
+    cta = cl.cta
+    op = ins.op
+    if op is WAIT:
+        return f"wait {_bar(model, ins.a(env, cta))} parity {ins.b(env) & 1}", ins.site
+    if op is ARRIVE:
+        text = f"arrive {_bar(model, ins.a(env, cta))}"
+        count = ins.b(env)
+        if count != 1:
+            text += f" count {count}"
+        if ins.c is not None:
+            text += f" expect_tx {ins.c(env)}"
+        if m > 1:
+            text += f" (x{m} threads)"
+        return text, ins.site
+    if op is EXPECT_TX:
+        return f"expect_tx {_bar(model, ins.a(env, cta))} {ins.b(env)}", ins.site
+    if op is COMPLETE_TX:
+        return f"complete_tx {_bar(model, ins.a(env, cta))} {ins.b(env)}", ins.site
+    if op is ARRIVE_DROP:
+        return f"arrive_drop {_bar(model, ins.a(env, cta))} count {ins.b(env)}", ins.site
+    if op is TMA_LOAD:
+        text = f"tma_load {_buf(model, ins.a(env, cta))} tile {ins.b(env)} ({ins.c(env)} B -> {_bar(model, ins.d(env, cta))})"
+        if ins.e is not None:
+            text += f" multicast {ins.e(env):#x}"
+        return text, ins.site
+    if op is READ:
+        return f"read {_buf(model, ins.a(env, cta))} tile {ins.b(env)}", ins.site
+    if op is MMA:
+        ops = ", ".join(f"{_buf(model, r(env, cta))}" + (f" tile {t(env)}" if t is not None else "") for r, t in ins.a)
+        return f"mma_async {ops}", ins.site
+    if op is MMA_WAIT:
+        return f"mma_wait {ins.a(env)}", ins.site
+    if op is COLL:
+        kind = ins.a
+        if kind == "elect":
+            if config is None:
+                return "elect()", ins.site
+            return f"elect() (lane {config.elected(ins.b, False)} is elected)", ins.site
+        if kind == "syncwarp":
+            return "syncwarp", ins.site
+        if kind == "bar":
+            return f"bar_sync {ins.b(env)}, {ins.c(env)}", ins.site
+        return kind, ins.site
+    if op is BAR_ARRIVE:
+        return f"bar_arrive {ins.b(env)}, {ins.c(env)}", ins.site
+    return ins.text or op, ins.site
+
+
+def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
+    out = []
+    for gid, (b0, b1) in enumerate(zip(before.bars, after.bars)):
+        if b0 is not None and b1 is not None and b1.phase > b0.phase:
+            for ph in range(b0.phase, b1.phase):
+                out.append(f"{_bar(model, gid)} completes phase {ph}")
+    for k0, a0, n0 in before.colls:
+        if not any(k == k0 for k, _, _ in after.colls):
+            out.append("everyone arrived: released")
+    return tuple(out)
+
+
+def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
+    s = model.initial()
+    init = s
+    steps: list[Step] = []
+    columns: list[str] = []
+    for i, (action, after, findings) in enumerate(replay(model, path)):
+        if action[0] == "t":
+            c, gi = action[1], action[2]
+            cl = model.classes[c]
+            text, site = describe_thread_step(model, s, c, gi, config)
+            column, who = cl.unit, cl.who
+        elif action[0] == "l":
+            buf, tag, nbytes, bar, lsite, src = s.flight[action[1]]
+            column, who, site = ASYNC, "TMA", lsite
+            text = f"{_buf(model, buf)} tile {tag} lands ({nbytes} B -> {_bar(model, bar)})"
+        elif action[0] == "m":
+            done, forming, inflight = s.mmas[action[1]]
+            seq, ops, msite, mc = inflight[0]
+            column, who, site = ASYNC, "wgmma", msite
+            text = f"{model.classes[mc].unit}'s mma_async #{seq} completes"
+        else:
+            column, who, site = ASYNC, "CTA", -1
+            text = f"CTA {action[1]} exits"
+        if column not in columns:
+            columns.append(column)
+        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings)))
+        s = after
+    for cl in model.classes:
+        if cl.unit not in columns and any(model.code[cl.id][pc].op is not END for (pc, _), _ in s.locs[cl.id]):
+            columns.append(cl.unit)
+    if ASYNC in columns:
+        columns.remove(ASYNC)
+        columns.append(ASYNC)
+    return Trace(steps, s, init, columns)
+
+
+def blocked_rows(model: Model, s: State) -> list[tuple[str, str, str, int]]:
+    """(column, who, what it is stuck on, site) for every unfinished thread class at the end of a trace."""
+    out = []
+    for c, groups in enumerate(s.locs):
+        for (pc, env), m in groups:
+            ins = model.code[c][pc]
+            if ins.op is END:
+                continue
+            cl = model.classes[c]
+            out.append((cl.unit, cl.who, model.describe_block(s, c, pc, env), ins.site))
+    return out
+
+
+def barrier_line(model: Model, s: State, gid: int) -> str:
+    b = s.bars[gid]
+    name = _bar(model, gid)
+    if b is None:
+        return f"{name}: not initialised"
+    state = f"phase {b.phase} (parity {b.phase & 1} open)"
+    return f"{name}: {state}, {b.pending} of {b.expected} arrivals pending, tx {b.tx}"
+
+
+def involved_barriers(model: Model, trace: Trace, finding: Finding) -> list[int]:
+    """Barriers to show at the failure: those the finding names, then those the trace touched."""
+    out = list(finding.barriers)
+    for gid, (b0, b1) in enumerate(zip(trace.initial.bars, trace.final.bars)):
+        if b0 != b1 and gid not in out:
+            out.append(gid)
+    return out

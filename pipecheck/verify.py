@@ -1,0 +1,164 @@
+"""The pipeline for one spec: load, check, split configurations, explore each, collect a result.
+
+`verify_file` is the only function here that touches the file system; everything it
+returns is data, which the reports render.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .check import CheckedKernel, check_kernel
+from .configs import ConfigClass, ElectSite, config_classes, describe, elect_sites
+from .diagnostics import Diagnostic, Span, SpecError, error
+from .explore import Exploration, Found, Limits, explore
+from .findings import Finding
+from .ir import EvalError, Site
+from .lower import Config, lowest_lane, resolve_roles
+from .model import Model
+from .parse import load_spec
+from .por import Reduced
+
+VERDICTS = ("verified", "findings", "inconclusive")
+EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class Options:
+    overrides: tuple[tuple[str, int], ...] = ()
+    elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice
+    limits: Limits = Limits(max_states=2_000_000, stop_at_first=True)
+    reduce: bool = True  # partial-order reduction (switchable for measurement)
+
+
+@dataclass
+class Run:
+    """One configuration class explored."""
+
+    cclass: ConfigClass
+    model: Model
+    exploration: Exploration
+
+    @property
+    def config(self) -> Config:
+        return self.cclass.representative
+
+
+@dataclass
+class Issue:
+    """One finding as reported: its shortest witness and the configurations that show it."""
+
+    finding: Finding
+    witness: Found
+    run: Run
+    configs: list[Config]
+    condition: str
+    on_hardware: bool | None  # whether the H200's elect choice shows it; None without elect()
+
+    @property
+    def code(self) -> str:
+        return self.finding.code
+
+
+@dataclass
+class Result:
+    spec: str
+    kernel: CheckedKernel
+    options: Options
+    verdict: str
+    issues: list[Issue]
+    runs: list[Run]
+    sites: list[Site]
+    sources: dict[str, str]
+    esites: list[ElectSite]
+    seconds: float
+    stopped: str | None = None
+    static: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def states(self) -> int:
+        return sum(r.exploration.states for r in self.runs)
+
+    @property
+    def params(self) -> dict[str, int]:
+        return {p.name: p.value for p in self.kernel.params}
+
+
+def _site_span(sites: list[Site], idx: int) -> Span | None:
+    return sites[idx].span if 0 <= idx < len(sites) else None
+
+
+def load_checked(path: str, overrides: Mapping[str, int], sources: dict[str, str]) -> CheckedKernel:
+    kernel, procs = load_spec(path, sources)
+    display = next(iter(sources)) if sources else path
+    return check_kernel(kernel, procs, dict(overrides), display)
+
+
+def verify_file(path: str, options: Options = Options(),
+                progress: Callable[[int, int, float], None] | None = None) -> Result:
+    """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong."""
+    start = time.perf_counter()
+    sources: dict[str, str] = {}
+    kernel = load_checked(path, dict(options.overrides), sources)
+    codes, sites = resolve_roles(kernel, sources)
+    try:
+        cclasses = config_classes(kernel, codes, options.elect)
+    except EvalError as exc:
+        raise error("value", str(exc), _site_span(sites, exc.site)) from None
+    esites = elect_sites(codes, sites)
+    runs: list[Run] = []
+    stopped = None
+    for cc in cclasses:
+        limits = options.limits
+        if limits.timeout is not None:
+            left = limits.timeout - (time.perf_counter() - start)
+            if left <= 0:
+                stopped = "timeout"
+                break
+            limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
+        try:
+            model = Model(kernel, cc.classes, sites)
+            system = Reduced(model) if options.reduce else model
+            exp = explore(system, limits, progress)
+        except EvalError as exc:
+            raise error("value", str(exc), _site_span(sites, exc.site)) from None
+        runs.append(Run(cc, model, exp))
+        if exp.stopped and exp.stopped != "first-finding":
+            stopped = exp.stopped
+    issues = _collect(runs, cclasses, esites, options)
+    if issues:
+        verdict = "findings"
+    elif stopped or len(runs) < len(cclasses):
+        verdict = "inconclusive"
+    else:
+        verdict = "verified"
+    return Result(path, kernel, options, verdict, issues, runs, sites, sources, esites,
+                  time.perf_counter() - start, stopped)
+
+
+def _collect(runs: list[Run], cclasses: list[ConfigClass], esites: list[ElectSite], options: Options) -> list[Issue]:
+    everything = [cfg for cc in cclasses for cfg in cc.members]
+    masks = sorted({m for cfg in everything for m, _ in cfg.elect})
+    by_key: dict[tuple, list[tuple[Run, Found]]] = {}
+    for run in runs:
+        for found in run.exploration.found:
+            by_key.setdefault(found.finding.key, []).append((run, found))
+    issues = []
+    for key, hits in by_key.items():
+        run, found = min(hits, key=lambda h: (len(h[1].path), runs.index(h[0])))
+        configs = [cfg for r, _ in hits for cfg in r.cclass.members]
+        condition = describe(configs, everything, esites)
+        on_hw: bool | None = None
+        if masks:
+            on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in configs)
+        issues.append(Issue(found.finding, found, run, configs, condition, on_hw))
+    order = {c: i for i, c in enumerate(["hang", "arrive-fault", "tx-range", "stale-read", "overwrite", "double-arrive",
+                                         "phase-alias", "store-reuse", "missing-proxy-fence", "exit-inflight"])}
+    issues.sort(key=lambda i: (order.get(i.code, 99), len(i.witness.path), i.finding.site, i.finding.message))
+    return issues

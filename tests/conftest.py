@@ -1,0 +1,54 @@
+"""Shared helpers: run the CLI in-process and read spec headers."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pipecheck.cli import run
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECT = re.compile(r"^#\s*expect(?:\[(?P<args>[^\]]*)\])?:\s*(?P<what>.+?)\s*$")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def verify_json(path: str | Path, *args: str) -> dict:
+    code, out, err = cli("verify", str(path), "--format", "json", *args)
+    assert code in (0, 1, 3), err
+    data = json.loads(out)
+    assert data["exit_code"] == code
+    return data
+
+
+def expectations(path: Path) -> list[tuple[list[str], str]]:
+    """The `# expect[ARGS]: WHAT` lines of a spec's header comment."""
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        m = EXPECT.match(line)
+        if m:
+            out.append((shlex.split(m.group("args") or ""), m.group("what")))
+    return out
+
+
+def write_spec(tmp_path: Path, text: str, name: str = "t.pipe") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.fixture
+def spec(tmp_path):
+    return lambda text, name="t.pipe": write_spec(tmp_path, text, name)

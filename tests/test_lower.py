@@ -1,0 +1,63 @@
+"""Thread classes and configurations: 128-thread warpgroups become a few counted classes."""
+from __future__ import annotations
+
+from pipecheck.configs import config_classes
+from pipecheck.lower import build_classes, resolve_roles
+from pipecheck.verify import load_checked
+from conftest import ROOT
+
+
+def _load(name: str, **ov):
+    sources: dict = {}
+    k = load_checked(str(ROOT / name), ov, sources)
+    codes, sites = resolve_roles(k, sources)
+    return k, codes, sites
+
+
+def test_3722_splits_lane_zero_from_the_rest():
+    k, codes, _ = _load("specs/cutlass_3722.pipe")
+    cc = config_classes(k, codes, "any")
+    sizes = sorted(len(c.members) for c in cc)
+    assert sizes == [1, 31]  # elected lane 0, or one of lanes 1..31 (all equivalent)
+    lanes = sorted(cfg.elect[0][1] for c in cc if len(c.members) == 31 for cfg in c.members)
+    assert lanes == list(range(1, 32))
+
+
+def test_classes_of_the_buggy_configuration():
+    k, codes, _ = _load("specs/cutlass_3722.pipe")
+    bug = next(c for c in config_classes(k, codes, "any") if len(c.members) == 31)
+    labels = {cl.label: cl.size for cl in bug.classes}
+    assert labels == {
+        "producer lanes 0,2-31": 31, "producer lane 1": 1,
+        "consumer[0] thread 0": 1, "consumer[0] threads 1-127": 127,
+        "consumer[1] thread 0": 1, "consumer[1] threads 1-127": 127,
+    }
+    assert sum(labels.values()) == 32 + 2 * 128
+
+
+def test_non_signalling_threads_stay_one_class_across_warps():
+    k, codes, _ = _load("examples/ring.pipe")
+    cc = config_classes(k, codes, "lowest")[0]
+    rest = [cl for cl in cc.classes if cl.unit == "consumer[0]" and cl.size == 127]
+    assert len(rest) == 1 and not rest[0].signalling
+
+
+def test_signalling_threads_split_by_warp(spec):
+    path = spec("""
+kernel k {
+  mbarrier b count 128
+  role g warpgroup { arrive b  wait b parity 0 }
+}
+""")
+    sources: dict = {}
+    kern = load_checked(str(path), {}, sources)
+    codes, _ = resolve_roles(kern, sources)
+    classes = config_classes(kern, codes, "lowest")[0].classes
+    assert [cl.size for cl in classes] == [32, 32, 32, 32]  # warps are scheduled independently
+    assert all(cl.signalling for cl in classes)
+
+
+def test_elect_lowest_is_one_configuration():
+    k, codes, _ = _load("specs/cutlass_3722.pipe")
+    cc = config_classes(k, codes, "lowest")
+    assert len(cc) == 1 and cc[0].representative.elect == ((0xFFFFFFFF, 0),)
