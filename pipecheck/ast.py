@@ -227,6 +227,7 @@ class Operand:
 @dataclass(frozen=True)
 class MmaAsync:
     operands: tuple[Operand, ...]
+    out: Operand | None = None  # `into ACC[j] tile t`: the accumulator it writes (tcgen05 TMEM)
     span: Span = _span()
 
 
@@ -240,6 +241,13 @@ class MmaWait:
 class MmaCommit:
     barrier: Ref
     multicast: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CpAsync:
+    buffer: Ref
+    tile: Expr
     span: Span = _span()
 
 
@@ -324,7 +332,7 @@ class CallStmt:
 Stmt = (
     Let | Choose | RingDecl | Advance | For | If | Wait | Arrive | ExpectTx | CompleteTx
     | ArriveDrop | TmaLoad | TmaStore | Read | Write | MmaAsync | MmaWait | MmaCommit
-    | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | SyncWarp
+    | CpAsync | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | SyncWarp
     | SyncThreads | ClusterSync | BarSync | Init | Inval | Exit | CallStmt
 )
 
@@ -359,7 +367,8 @@ class Smem:
     name: str
     dims: tuple[Expr, ...]
     bytes: Expr
-    over: str | None
+    over: Ref | None
+    space: str = "smem"  # smem | tmem
     span: Span = _span()
 
 

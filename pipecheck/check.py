@@ -38,8 +38,9 @@ class BufferDecl:
     name: str
     dims: tuple[int, ...]
     bytes: int
-    over: str | None
+    over: tuple[str, tuple[int, ...]] | None  # (buffer or mbarrier array, leading indices) it shares storage with
     span: Span
+    space: str = "smem"  # smem | tmem
 
     @property
     def size(self) -> int:
@@ -265,8 +266,8 @@ class _Checker:
                     self.declare(item.name, "constant", item.span)
                     self.env[item.name] = eval_const(item.value, self.env, f"constant {item.name}")
                 elif isinstance(item, A.Smem):
-                    self.declare(item.name, "smem buffer", item.span)
-                    buffers.append(self.smem(item))
+                    self.declare(item.name, "tmem buffer" if item.space == "tmem" else "smem buffer", item.span)
+                    buffers.append(self.smem(item, buffers, barriers))
                 elif isinstance(item, A.MBarrier):
                     self.declare(item.name, "mbarrier", item.span)
                     barriers.append(self.mbarrier(item))
@@ -287,11 +288,6 @@ class _Checker:
                 self.fail(exc)
         for name in sorted(set(self.overrides) - declared_params):
             self.errors.append(Diagnostic("error", "usage", f"-D {name}: the kernel has no parameter '{name}'", None))
-        for buf in buffers:
-            if buf.over is not None:
-                target = next((b for b in buffers if b.name == buf.over), None)
-                if target is None:
-                    self.errors.append(Diagnostic("error", "name", f"'{buf.name}' is declared over '{buf.over}', which is not an smem buffer", buf.span))
         if self.errors:
             raise SpecError(self.errors)
         checked_roles: list[RoleDecl] = []
@@ -342,11 +338,32 @@ class _Checker:
             out.append(v)
         return tuple(out)
 
-    def smem(self, s: A.Smem) -> BufferDecl:
+    def smem(self, s: A.Smem, buffers: list[BufferDecl], barriers: list[BarrierDecl]) -> BufferDecl:
         nbytes = eval_const(s.bytes, self.env, f"the size of {s.name}")
         if nbytes < 1:
-            raise error("value", f"smem buffer {s.name} has {nbytes} bytes; it needs at least 1", s.bytes.span)
-        return BufferDecl(s.name, self.dims(s.dims, s.name), nbytes, s.over, s.span)
+            raise error("value", f"{s.space} buffer {s.name} has {nbytes} bytes; it needs at least 1", s.bytes.span)
+        over = None
+        if s.over is not None:
+            target = next((b for b in buffers if b.name == s.over.name), None)
+            tdims: tuple[int, ...]
+            if target is not None:
+                if target.space != "smem":
+                    raise error("rule", f"'{s.name}' can only alias shared memory, and '{target.name}' is in tensor memory", s.over.span)
+                tdims = target.dims
+            else:
+                bar = next((b for b in barriers if b.name == s.over.name), None)
+                if bar is None:
+                    raise error("name", f"'{s.name}' is declared over '{s.over.name}', which is not an smem buffer or "
+                                "mbarrier array declared above", s.over.span)
+                tdims = bar.dims
+            idx = tuple(eval_const(i, self.env, "an alias index") for i in s.over.indices)
+            if len(idx) > len(tdims):
+                raise error("name", f"'{s.over.name}' has {len(tdims)} dimension(s), indexed with {len(idx)}", s.over.span)
+            for v, d in zip(idx, tdims):
+                if not 0 <= v < d:
+                    raise error("value", f"index {v} of '{s.over.name}' is out of range 0..{d - 1}", s.over.span)
+            over = (s.over.name, idx)
+        return BufferDecl(s.name, self.dims(s.dims, s.name), nbytes, over, s.span, s.space)
 
     def mbarrier(self, m: A.MBarrier) -> BarrierDecl:
         count = eval_const(m.count, self.env, f"the arrival count of {m.name}")
@@ -645,7 +662,12 @@ class _BodyContext:
             return A.Write(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), s.span)
         if isinstance(s, A.MmaAsync):
             ops = tuple(A.Operand(self.ref(o.buffer, scope, subst, "smem buffer"), ex(o.tile), o.span) for o in s.operands)
-            return A.MmaAsync(ops, s.span)
+            out = None
+            if s.out is not None:
+                out = A.Operand(self.ref(s.out.buffer, scope, subst, "smem buffer"), ex(s.out.tile), s.out.span)
+            return A.MmaAsync(ops, out, s.span)
+        if isinstance(s, A.CpAsync):
+            return A.CpAsync(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), s.span)
         if isinstance(s, A.MmaWait):
             return A.MmaWait(ex(s.pending), s.span)
         if isinstance(s, A.MmaCommit):

@@ -187,10 +187,12 @@ TMA_LOAD, READ, WRITE, MMA, MMA_WAIT, MMA_COMMIT = "tma_load", "read", "write", 
 COLL, COLL_WAIT, BAR_ARRIVE, END = "coll", "coll_wait", "bar_arrive", "end"
 TMA_STORE, COMMIT_GROUP, WAIT_GROUP, FENCE_PROXY = "tma_store", "commit_group", "wait_group", "fence_proxy"
 INIT, INVAL, FENCE_INIT, EXIT, CP_ASYNC_ARRIVE = "init", "inval", "fence_init", "exit", "cp_async_arrive"
+CP_ASYNC = "cp_async"
 
 # Operations whose effect another thread can observe (beyond reading shared state).
 SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, MMA_COMMIT, BAR_ARRIVE,
-                            TMA_STORE, COMMIT_GROUP, INIT, INVAL, EXIT, CP_ASYNC_ARRIVE})
+                            TMA_STORE, COMMIT_GROUP, INIT, INVAL, CP_ASYNC_ARRIVE, CP_ASYNC, FENCE_PROXY,
+                            FENCE_INIT})
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from . import ast as A
 from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod
 from .diagnostics import Span, SpecError, error
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
-                 CP_ASYNC_ARRIVE, END, EXIT, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
+                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXIT, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
                  MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE,
                  Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site, expr_text)
 
@@ -51,6 +51,10 @@ def lowest_lane(mask: int) -> int:
 # ---------------------------------------------------------------- resolution
 
 
+# Hidden per-thread counters, appended to the argument list of the operations that use them.
+GHOSTS = {"mma#": (MMA, MMA_WAIT, MMA_COMMIT), "bulk#": (COMMIT_GROUP, WAIT_GROUP), "cp#": (CP_ASYNC, CP_ASYNC_ARRIVE)}
+
+
 @dataclass
 class RoleCode:
     """A role body with names resolved: statements as tuples over RExpr, sites numbered."""
@@ -61,7 +65,11 @@ class RoleCode:
     elect_masks: set[int]
     uses_warp_collectives: bool
     uses_mma: bool
-    mma_slot: int
+    ghosts: dict[str, int]  # ghost counter name -> slot
+
+    @property
+    def mma_slot(self) -> int:
+        return self.ghosts.get("mma#", -1)
 
 
 class _Resolver:
@@ -74,6 +82,7 @@ class _Resolver:
         self.warp_coll = False
         self.mma = False
         self.elect_sites = itertools.count()
+        self.lockstep = False
 
     def site(self, span: Span, via: tuple[Span, ...], proc: str | None, text: str | None = None) -> int:
         self.sites.append(Site(span, text if text is not None else self.text(span), via, proc))
@@ -178,6 +187,9 @@ class _Resolver:
             out.append(("coll", ("elect", mask, site_id), self.site(span, via, proc, "elect()" if mask == FULL_MASK else f"elect({mask:#x})")))
         if node is not None:
             out.append(node)
+            if self.lockstep and node[0] == "if":
+                # --lockstep: the lanes of a warp that reached this branch meet again after it
+                out.append(("coll", ("reconv",), self.site(s.span, via, proc, "end of if (lockstep reconvergence)")))
 
     def _stmt(self, s, scope: dict, via: tuple[Span, ...], proc: str | None, pre: list):
         ex = lambda e: self.opt(e, scope, pre)  # noqa: E731
@@ -244,7 +256,10 @@ class _Resolver:
         if isinstance(s, A.MmaAsync):
             self.mma = True
             ops = tuple((self.ref(o.buffer, scope, pre), ex(o.tile)) for o in s.operands)
-            return ("op", MMA, (ops,), site())
+            out = (self.ref(s.out.buffer, scope, pre), ex(s.out.tile)) if s.out is not None else None
+            return ("op", MMA, (ops, out), site())
+        if isinstance(s, A.CpAsync):
+            return ("op", CP_ASYNC, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre)), site())
         if isinstance(s, A.MmaWait):
             self.mma = True
             return ("op", MMA_WAIT, (self.expr(s.pending, scope, pre),), site())
@@ -284,8 +299,22 @@ class _Resolver:
         if isinstance(s, A.Inval):
             return ("op", INVAL, (self.ref(s.barrier, scope, pre),), site())
         if isinstance(s, A.Exit):
-            return ("op", EXIT, (), site())
+            return ("exit", site())
         raise error("syntax", f"unsupported statement {type(s).__name__}", getattr(s, "span", None))
+
+
+def _ops_used(body) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if s[0] == "op":
+            out.add(s[1])
+        elif s[0] == "block":
+            out |= _ops_used(s[1])
+        elif s[0] == "for":
+            out |= _ops_used(s[4])
+        elif s[0] == "if":
+            out |= _ops_used(s[2]) | _ops_used(s[3])
+    return out
 
 
 def tensormap_box_bytes(tm) -> int:
@@ -304,19 +333,17 @@ def _is_static(e: RExpr) -> bool:
     return True
 
 
-def resolve_roles(kernel: CheckedKernel, sources: Mapping[str, str]) -> tuple[list[RoleCode], list[Site]]:
-    for buf in kernel.buffers:
-        if buf.over is not None:
-            raise error("value", f"'{buf.name}' is declared over '{buf.over}': aliasing is not modelled by this version", buf.span)
+def resolve_roles(kernel: CheckedKernel, sources: Mapping[str, str], lockstep: bool = False) -> tuple[list[RoleCode], list[Site]]:
+    """Resolve every role body; with `lockstep` each warp reconverges after every branch."""
     sites: list[Site] = []
     out = []
     for ri, role in enumerate(kernel.roles):
         r = _Resolver(kernel, sites, sources)
+        r.lockstep = lockstep
         body = r.block(role.body, {}, (), None)
-        mma_slot = -1
-        if r.mma:
-            mma_slot = r.new_slot("mma#")
-        out.append(RoleCode(ri, tuple(body), list(r.slots), r.elect_masks, r.warp_coll, r.mma, mma_slot))
+        used = _ops_used(body)
+        ghosts = {name: r.new_slot(name) for name, ops in GHOSTS.items() if used & set(ops)}
+        out.append(RoleCode(ri, tuple(body), list(r.slots), r.elect_masks, r.warp_coll, r.mma, ghosts))
     return out, sites
 
 
@@ -355,12 +382,12 @@ class Ident:
 class _Specialiser:
     """Partially evaluates a role body for one thread and flattens it into instructions."""
 
-    def __init__(self, ident: Ident, config: Config, elect_lowest: bool, kernel: CheckedKernel, mma_slot: int):
+    def __init__(self, ident: Ident, config: Config, elect_lowest: bool, kernel: CheckedKernel, ghosts: dict[str, int]):
         self.ident = ident
         self.config = config
         self.lowest = elect_lowest
         self.k = kernel
-        self.mma_slot = mma_slot
+        self.ghosts = ghosts
         self.code: list[Instr] = []
 
     def peval(self, e: RExpr | None, site: int) -> RExpr | None:
@@ -478,6 +505,8 @@ class _Specialiser:
         elif kind == "op":
             _, op, args, site = s
             self.emit(op, self.op_args(op, args, site), site)
+        elif kind == "exit":
+            self.emit(JUMP, (), s[1], EXIT_TARGET)  # patched to END once the code is complete
         else:
             raise AssertionError(kind)
 
@@ -488,12 +517,15 @@ class _Specialiser:
                 out.append(self.ref(a, site))
             elif a is None or isinstance(a, int):
                 out.append(a)
+            elif isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], RRef):  # mma output operand
+                out.append((self.ref(a[0], site), self.peval(a[1], site)))
             elif isinstance(a, tuple):  # mma operands
                 out.append(tuple((self.ref(r, site), self.peval(t, site)) for r, t in a))
             else:
                 out.append(self.peval(a, site))
-        if op in (MMA, MMA_WAIT):
-            out.append(self.mma_slot)
+        for name, ops in GHOSTS.items():
+            if op in ops:
+                out.append(self.ghosts[name])
         return tuple(out)
 
 
@@ -572,16 +604,22 @@ def signature_nodes(code: RoleCode) -> list:
                 expr(s[1][1:])
             elif kind == "op":
                 expr(s[2])
+            elif kind == "exit":
+                pass
 
     block(code.body)
     return list(found)
 
 
+EXIT_TARGET = -2
+
+
 def specialise(code: RoleCode, ident: Ident, config: Config, elect_lowest: bool, kernel: CheckedKernel) -> Program:
-    sp = _Specialiser(ident, config, elect_lowest, kernel, code.mma_slot)
+    sp = _Specialiser(ident, config, elect_lowest, kernel, code.ghosts)
     sp.block(code.body)
-    sp.emit(END, (), -1)
-    return Program(tuple(sp.code), len(code.slot_names), tuple(code.slot_names))
+    end = sp.emit(END, (), -1)
+    instrs = tuple(Instr(i.op, i.args, i.site, end) if i.target == EXIT_TARGET else i for i in sp.code)
+    return Program(instrs, len(code.slot_names), tuple(code.slot_names))
 
 
 # ---------------------------------------------------------------- classes
@@ -671,7 +709,7 @@ def lane_profile(kernel: CheckedKernel, codes: list[RoleCode], mask: int, lane: 
                     ident = Ident(cta, code.role_index, inst, t, cta % cx, (cta // cx) % cy)
                     for elected in (lane, -1):
                         cfg = Config(((mask, elected),))
-                        sp = _Specialiser(ident, cfg, False, kernel, code.mma_slot)
+                        sp = _Specialiser(ident, cfg, False, kernel, code.ghosts)
                         out.append(tuple(sp.peval(n, -1) for n in nodes))
     return tuple(out)
 
@@ -690,7 +728,7 @@ def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, 
                 by_sig: dict[tuple, Program] = {}
                 for t in range(role.threads):
                     ident = Ident(cta, code.role_index, inst, t, cta % cx, (cta // cx) % cy)
-                    sp = _Specialiser(ident, config, elect_lowest, kernel, code.mma_slot)
+                    sp = _Specialiser(ident, config, elect_lowest, kernel, code.ghosts)
                     sig = tuple(sp.peval(n, -1) for n in nodes)
                     prog = by_sig.get(sig)
                     if prog is None:

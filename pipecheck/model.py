@@ -1,164 +1,51 @@
 """The transition system of a lowered kernel: `initial()`, `successors(state)`, `step`.
 
 A state is a hashable tuple: where each thread class stands (program point, registers,
-how many threads), every mbarrier, every buffer's tile tag, the async operations in
-flight, partly arrived collectives and wgmma groups. Local steps are fused into the
-visible step before them, so every transition touches shared state.
+how many threads), every mbarrier, every buffer's tile tag, and the asynchronous work in
+flight (TMA loads and cp.async copies, wgmma/tcgen05 groups, bulk stores, pending
+commit arrivals). Local steps are fused into the visible step before them, so every
+transition touches shared state. Findings are raised by the transition that shows them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
 from . import semantics as S
 from .check import CheckedKernel
+from .compiled import CInstr, compile_program
 from .findings import Finding
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMPLETE_TX, END,
-                 EXPECT_TX, JUMP, LET, LOCAL_OPS, MMA, MMA_WAIT, READ, RING, TMA_LOAD, WAIT, EvalError, Instr,
-                 Program, RConst, RExpr, ROp, RRef, RRing, RVar, Site, compile_expr)
+from .futures import Futures
+from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
+                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
+                 MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
+                 Program, Site)
+from .layout import Layout
 from .lower import ThreadClass
-from .por import Op, Process
 
 MAX_LOCAL_STEPS = 1_000_000
-FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
 EMPTY = -1  # tile tag of a buffer nothing has written
+CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
 
 
 class State(NamedTuple):
-    locs: tuple  # per class: tuple of ((pc, env), count), sorted
-    bars: tuple  # per barrier id: semantics.Barrier | None
+    locs: tuple  # per class: tuple of ((pc, registers), count), sorted
+    bars: tuple  # per barrier id: semantics.Barrier | None (not initialised, or invalidated)
     bufs: tuple  # per buffer id: tile tag
-    flight: tuple  # sorted TMA loads in flight: (buffer, tag, bytes, barrier, site, class)
+    flight: tuple  # sorted copies in flight: (buffer, tag, bytes, barrier (-1: cp.async), site, class, cp seq)
     colls: tuple  # sorted partly-arrived collectives: (key, arrived, expected)
-    mmas: tuple  # per wgmma unit: (done, forming, inflight)
-    exited: tuple  # per CTA: whether it has exited
+    mmas: tuple  # per MMA unit: (done, forming, inflight)
+    stores: tuple  # sorted bulk stores: (class, group (-1 open), buffer, tag, stage 0 reading / 1 writing, site)
+    dirty: tuple  # sorted generic-proxy writes not yet fenced: (buffer, class, passed a sync since)
+    vis: tuple  # sorted barriers initialised but not yet visible to all: (barrier, initialiser, state)
+    commits: tuple  # sorted arrivals owed on completion: (kind, unit or class, upto, barriers, site, class)
+    exited: tuple  # per CTA
     halted: str | None  # a fault ended the kernel
 
 
-# Actions: ("t", class, group, outcome) a thread class step; ("l", i) load i lands; ("m", unit) a wgmma group
-# completes; ("x", cta) a CTA whose threads have all finished exits.
+# Actions: ("t", class, group, outcome) a thread class step; ("l", i) copy i lands; ("m", unit) an MMA
+# group completes; ("s", i) bulk store i finishes reading (stage 0) or writing (stage 1); ("k", i) commit i
+# arrives; ("x", cta) a CTA whose threads have all finished exits.
 Action = tuple
-
-
-@dataclass
-class CInstr:
-    """A compiled instruction: closures over the thread's registers."""
-
-    op: str
-    site: int
-    target: int
-    live: tuple[bool, ...] | None
-    a: object = None
-    b: object = None
-    c: object = None
-    d: object = None
-    e: object = None
-    text: str = ""
-
-
-def _vars(e) -> set[int]:
-    if isinstance(e, (RVar, RRing)):
-        return {e.slot}
-    if isinstance(e, ROp):
-        out: set[int] = set()
-        for a in e.args:
-            out |= _vars(a)
-        return out
-    if isinstance(e, RRef):
-        out = set()
-        for i in e.indices:
-            out |= _vars(i)
-        if e.cta is not None:
-            out |= _vars(e.cta)
-        return out
-    if isinstance(e, tuple):
-        out = set()
-        for x in e:
-            out |= _vars(x)
-        return out
-    return set()
-
-
-def _liveness(prog: Program) -> list[frozenset[int]]:
-    n = len(prog.instrs)
-    uses: list[set[int]] = []
-    defs: list[set[int]] = []
-    succ: list[list[int]] = []
-    for pc, ins in enumerate(prog.instrs):
-        u, d = set(), set()
-        if ins.op == LET:
-            d.add(ins.args[0])
-            u |= _vars(ins.args[1])
-        elif ins.op == CHOOSE:
-            d.add(ins.args[0])
-            u |= _vars(ins.args[1:])
-        elif ins.op == RING:
-            d.add(ins.args[0])
-        elif ins.op == ADVANCE:
-            u.add(ins.args[0])
-            d.add(ins.args[0])
-        else:
-            u |= _vars(ins.args)
-            if ins.op in (MMA, MMA_WAIT):
-                u.add(ins.args[-1])
-        uses.append(u)
-        defs.append(d)
-        if ins.op == JUMP:
-            succ.append([ins.target])
-        elif ins.op == BRANCH:
-            succ.append([pc + 1, ins.target])
-        elif ins.op == END:
-            succ.append([])
-        else:
-            succ.append([pc + 1])
-    live_in = [frozenset()] * n
-    changed = True
-    while changed:
-        changed = False
-        for pc in range(n - 1, -1, -1):
-            out: set[int] = set()
-            for s_ in succ[pc]:
-                out |= live_in[s_]
-            new = frozenset(uses[pc] | (out - defs[pc]))
-            if new != live_in[pc]:
-                live_in[pc] = new
-                changed = True
-    return live_in
-
-
-class Layout:
-    """Where each barrier and buffer element lives: flat ids, per CTA."""
-
-    def __init__(self, kernel: CheckedKernel):
-        self.ncta = kernel.cluster_size
-        self.bar_base: dict[str, tuple[int, tuple[int, ...]]] = {}
-        n = 0
-        for b in kernel.barriers:
-            self.bar_base[b.name] = (n, b.dims)
-            n += b.size
-        self.nbar = n
-        self.buf_base: dict[str, tuple[int, tuple[int, ...]]] = {}
-        n = 0
-        for b in kernel.buffers:
-            self.buf_base[b.name] = (n, b.dims)
-            n += b.size
-        self.nbuf = n
-        self.bar_names = [self._name(kernel.barriers, gid, self.nbar) for gid in range(self.nbar * self.ncta)]
-        self.buf_names = [self._name(kernel.buffers, gid, self.nbuf) for gid in range(self.nbuf * self.ncta)]
-
-    def _name(self, decls, gid: int, per: int) -> str:
-        cta, off = divmod(gid, per)
-        for d in decls:
-            if off < d.size:
-                idx = []
-                rem = off
-                for dim in reversed(d.dims):
-                    idx.append(rem % dim)
-                    rem //= dim
-                name = d.name + "".join(f"[{i}]" for i in reversed(idx))
-                return f"cta{cta}.{name}" if self.ncta > 1 else name
-            off -= d.size
-        return "?"
 
 
 class Model:
@@ -174,123 +61,41 @@ class Model:
         self.code: list[list[CInstr]] = []
         for cl in classes:
             if cl.program not in cache:
-                cache[cl.program] = self._compile(cl.program)
+                cache[cl.program] = compile_program(cl.program, self.layout, sites)
             self.code.append(cache[cl.program])
         units: dict[tuple, int] = {}
         self.mma_unit: list[int] = []
         self.unit_size: list[int] = []
+        self.unit_cta: list[int] = []
+        self.unit_label: list[str] = []
         for cl in classes:
-            if any(i.op in (MMA, MMA_WAIT) for i in cl.program.instrs):
-                key = (cl.cta, cl.role, cl.instance, cl.warpgroup)
+            if any(i.op in (MMA, MMA_WAIT, MMA_COMMIT) for i in cl.program.instrs):
+                # wgmma groups belong to a warpgroup; a tcgen05 MMA to the one thread that issues it
+                key = (cl.cta, cl.role, cl.instance, cl.warpgroup) if self.wgmma else ("class", cl.id)
                 if key not in units:
                     units[key] = len(units)
-                    self.unit_size.append(min(128, cl.role_threads - 128 * (cl.warpgroup or 0)))
+                    self.unit_size.append(min(128, cl.role_threads - 128 * (cl.warpgroup or 0)) if self.wgmma else cl.size)
+                    self.unit_cta.append(cl.cta)
+                    self.unit_label.append(cl.unit if self.wgmma else cl.label)
                 self.mma_unit.append(units[key])
             else:
                 self.mma_unit.append(-1)
         self.nunits = len(units)
         self.cta_classes = [[c.id for c in classes if c.cta == k] for k in range(self.layout.ncta)]
-        self.coll_classes = [c.id for c in classes if any(i.op == COLL for i in c.program.instrs)]
+        self.coll_classes = [c.id for c in classes if any(i.op is COLL for i in self.code[c.id])]
         self.cta_threads = sum(r.instances * r.threads for r in kernel.roles)
-        self._future_cache: dict = {}
-        self._op_cache: dict = {}
-        self._unit_cta = [0] * self.nunits
-        for cl in classes:
-            if self.mma_unit[cl.id] >= 0:
-                self._unit_cta[self.mma_unit[cl.id]] = cl.cta
+        self.reconv = self._reconvergence_counts()
+        self.uses_init = any(i.op in (INIT, FENCE_INIT) for cl in classes for i in cl.program.instrs)
+        self.futures = Futures(self)
 
-    # ------------------------------------------------------------ compilation
-    def _ref(self, ref: RRef, site: int, barrier: bool) -> Callable[[tuple, int], int]:
-        base, dims = (self.layout.bar_base if barrier else self.layout.buf_base)[ref.name]
-        per = self.layout.nbar if barrier else self.layout.nbuf
-        ncta = self.layout.ncta
-        cta_f = compile_expr(ref.cta) if ref.cta is not None else None
-        if all(isinstance(i, RConst) for i in ref.indices):
-            flat = 0
-            for i, d in zip(ref.indices, dims):
-                flat = flat * d + i.value
-            off = base + flat
-            if cta_f is None:
-                return lambda env, cta: cta * per + off
-        idx = [compile_expr(i) for i in ref.indices]
-        name = ref.name
-
-        def f(env: tuple, cta: int) -> int:
-            flat = 0
-            for fn, d in zip(idx, dims):
-                v = fn(env)
-                if not 0 <= v < d:
-                    raise EvalError(f"index {v} of '{name}' is out of range 0..{d - 1}", site)
-                flat = flat * d + v
-            if cta_f is not None:
-                c = cta_f(env)
-                if not 0 <= c < ncta:
-                    raise EvalError(f"CTA {c} is outside the cluster of {ncta}", site)
-                cta = c
-            return cta * per + base + flat
-
-        return f
-
-    def _compile(self, prog: Program) -> list[CInstr]:
-        live = _liveness(prog)
-        out: list[CInstr] = []
-        for pc, ins in enumerate(prog.instrs):
-            mask = None
-            if ins.op not in LOCAL_OPS:
-                lv = tuple(i in live[pc] for i in range(prog.nslots))
-                mask = lv if not all(lv) else None
-            ci = CInstr(ins.op, ins.site, ins.target, mask, text=self.sites[ins.site].text if ins.site >= 0 else "")
-            a = ins.args
-            if ins.op == LET:
-                ci.a, ci.b = a[0], compile_expr(a[1])
-            elif ins.op == CHOOSE:
-                ci.a, ci.b, ci.c = a[0], compile_expr(a[1]), compile_expr(a[2])
-            elif ins.op in (RING, ADVANCE):
-                ci.a = a[0]
-            elif ins.op == BRANCH:
-                ci.a = compile_expr(a[0])
-            elif ins.op == WAIT:
-                ci.a = self._ref(a[0], ins.site, True)
-                ci.b = compile_expr(a[1])
-                p = a[1]
-                if isinstance(p, RRing) and p.attr == "phase":
-                    slot, st, ph = p.slot, p.stages, p.phase0
-                    ci.c = lambda env, slot=slot, st=st, ph=ph: env[slot] // st - ph
-            elif ins.op == ARRIVE:
-                ci.a = self._ref(a[0], ins.site, True)
-                ci.b = compile_expr(a[1])
-                ci.c = compile_expr(a[2]) if a[2] is not None else None
-            elif ins.op in (EXPECT_TX, COMPLETE_TX, ARRIVE_DROP):
-                ci.a = self._ref(a[0], ins.site, True)
-                ci.b = compile_expr(a[1])
-            elif ins.op == TMA_LOAD:
-                ci.a = self._ref(a[0], ins.site, False)
-                ci.b = compile_expr(a[1])
-                ci.c = compile_expr(a[2])
-                ci.d = self._ref(a[3], ins.site, True)
-                ci.e = compile_expr(a[4]) if a[4] is not None else None
-            elif ins.op == READ:
-                ci.a = self._ref(a[0], ins.site, False)
-                ci.b = compile_expr(a[1])
-            elif ins.op == MMA:
-                ci.a = tuple((self._ref(r, ins.site, False), compile_expr(t) if t is not None else None) for r, t in a[0])
-                ci.b = a[1]
-            elif ins.op == MMA_WAIT:
-                ci.a = compile_expr(a[0])
-                ci.b = a[1]
-            elif ins.op in (COLL, COLL_WAIT):
-                kind = a[0]
-                ci.a = kind
-                if kind == "bar":
-                    ci.b, ci.c = compile_expr(a[1]), compile_expr(a[2])
-                elif kind in ("elect", "syncwarp"):
-                    ci.b = a[1]
-                    ci.c = a[2] if kind == "elect" else None
-            elif ins.op == BAR_ARRIVE:
-                ci.b, ci.c = compile_expr(a[0]), compile_expr(a[1])
-            elif ins.op not in (END, JUMP):
-                raise EvalError(f"'{ins.op}' is not supported by this version of the model", ins.site)
-            out.append(ci)
+    def _reconvergence_counts(self) -> dict[tuple, int]:
+        """--lockstep: how many lanes of each warp reach each reconvergence point."""
+        out: dict[tuple, int] = {}
+        for cl in self.classes:
+            for ins in self.code[cl.id]:
+                if ins.op is COLL and ins.a == "reconv":
+                    key = ("r", cl.cta, cl.role, cl.instance, cl.warp, ins.site)
+                    out[key] = out.get(key, 0) + cl.size
         return out
 
     # ------------------------------------------------------------ local steps
@@ -333,16 +138,22 @@ class Model:
                         env = tuple(v if keep else None for v, keep in zip(env, ins.live))
                     out.append((pc, env))
                     break
-        out.reverse() if len(out) > 1 else None
+        if len(out) > 1:
+            out.reverse()
         return out
+
+    def canon(self, c: int, pc: int, env: tuple) -> tuple:
+        live = self.code[c][pc].live
+        return env if live is None else tuple(v if keep else None for v, keep in zip(env, live))
 
     # ------------------------------------------------------------ the interface
     def initial(self) -> State:
         locs = []
         for cl in self.classes:
             env = [None] * cl.program.nslots
-            if self.mma_unit[cl.id] >= 0:
-                env[cl.program.instrs[next(i for i, x in enumerate(cl.program.instrs) if x.op in (MMA, MMA_WAIT))].args[-1]] = 0
+            for ins in cl.program.instrs:  # hidden counters start at 0
+                if ins.op in (MMA, MMA_WAIT, MMA_COMMIT, COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE):
+                    env[ins.args[-1]] = 0
             starts = self.settle(cl.id, 0, tuple(env))
             # a `choose` before the first visible statement: the class starts unsettled and its first step chooses
             start = starts[0] if len(starts) == 1 else (0, tuple(env))
@@ -354,7 +165,7 @@ class Model:
                     bars.append(None if b.noinit else S.init(b.count))
         bufs = (EMPTY,) * (self.layout.nbuf * self.layout.ncta)
         mmas = ((0, (), ()),) * self.nunits
-        return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (False,) * self.layout.ncta, None)
+        return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (), (), (), (), (False,) * self.layout.ncta, None)
 
     def successors(self, s: State) -> list[tuple[Action, State, tuple[Finding, ...]]]:
         if s.halted is not None:
@@ -378,8 +189,16 @@ class Model:
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
                 out.append(self._mma_done(s, u))
+        prev = None
+        for i, st in enumerate(s.stores):
+            if st != prev:
+                out.append(self._store_step(s, i))
+            prev = st
+        for i, k in enumerate(s.commits):
+            if self._commit_ready(s, k):
+                out.append(self._commit_fire(s, i))
         for cta, gone in enumerate(s.exited):
-            if not gone and self._cta_done(s, cta):
+            if not gone and self.cta_done(s, cta):
                 out.append(self._exit(s, cta))
         return out
 
@@ -388,6 +207,18 @@ class Model:
             if a == action:
                 return t, f
         raise KeyError(f"action {action} is not enabled")
+
+    def process_of(self, action: Action) -> tuple:
+        return self.futures.process_of(action)
+
+    def _future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:  # kept for older callers
+        return self.futures.future(c, pc, env, m)
+
+    def _coll_key(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:  # kept for older callers
+        return self.coll_key(c, ins, env)
+
+    def processes(self, s: State, enabled: set):
+        return self.futures.processes(s, enabled)
 
     def terminal_findings(self, s: State) -> tuple[Finding, ...]:
         """Findings of a state with no successors: a hang when some thread has not finished."""
@@ -400,10 +231,10 @@ class Model:
                     blocked.append((c, pc, env, m))
         if not blocked:
             return ()
-        # who could still arrive on what: a barrier no blocked thread will ever arrive on is a root cause
+        # a barrier no blocked thread will ever arrive on is a root cause: name its waiters first
         providers: set = set()
         for c, pc, env, m in blocked:
-            for d in self._future(c, pc, env, m)[0]:
+            for d in self.futures.future(c, pc, env, m)[0]:
                 if d[0] in ("arrive", "tx"):
                     providers.add(d[1])
         out: list[Finding] = []
@@ -424,22 +255,7 @@ class Model:
                 root = 2
             entries.append((root, c, pc, self.describe_block(s, c, pc, env)))
         entries.sort(key=lambda e: (e[0], e[1]))
-        # name a whole role instance when all its unfinished threads are stuck the same way
-        by_unit: dict[tuple, list] = {}
-        for root, c, pc, text in entries:
-            by_unit.setdefault((self.classes[c].unit, text), []).append(c)
-        parts = []
-        seen: set = set()
-        for root, c, pc, text in entries:
-            key = (self.classes[c].unit, text)
-            if key in seen:
-                continue
-            seen.add(key)
-            cls = by_unit[key]
-            unit_classes = [k for k in range(len(self.classes)) if self.classes[k].unit == self.classes[c].unit
-                            and any(self.code[k][p].op is not END for (p, _), _ in s.locs[k])]
-            who = self.classes[c].unit if set(cls) == set(unit_classes) else self.classes[c].label
-            parts.append(f"{who} {text}")
+        parts = self._group_blocked(s, entries)
         msg = "; ".join(parts[:3])
         if len(parts) > 3:
             msg += f"; and {len(parts) - 3} more blocked"
@@ -447,101 +263,109 @@ class Model:
         out.insert(0, Finding("hang", msg, self.code[c0][pc0].site, c0, tuple(dict.fromkeys(bar_ids))))
         return tuple(out)
 
-    # ------------------------------------------------------------ helpers
+    def _group_blocked(self, s: State, entries: list) -> list[str]:
+        """Name a whole role instance when all its unfinished threads are stuck the same way."""
+        by_text: dict[str, list[int]] = {}
+        for _, c, _, text in entries:
+            by_text.setdefault(text, []).append(c)
+        parts = []
+        seen: set[str] = set()
+        for _, c, _, text in entries:
+            if text in seen:
+                continue
+            seen.add(text)
+            stuck = set(by_text[text])
+            names: list[str] = []
+            for k in by_text[text]:
+                unit = self.classes[k].unit
+                unfinished = {j for j, cl in enumerate(self.classes) if cl.unit == unit and not self.class_done(s, j)}
+                name = unit if unfinished <= stuck else self.classes[k].label
+                if name not in names:
+                    names.append(name)
+            who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            verb = text if len(names) == 1 else _plural(text)
+            parts.append(f"{who} {verb}")
+        return parts
+
+    # ------------------------------------------------------------ descriptions
     def describe_block(self, s: State, c: int, pc: int, env: tuple) -> str:
         ins = self.code[c][pc]
         cl = self.classes[c]
         if ins.op is WAIT:
             gid = ins.a(env, cl.cta)
+            if s.bars[gid] is None:
+                return f"waits on {self.layout.bar_names[gid]}, which is not initialised"
             return f"waits on {self.layout.bar_names[gid]} parity {ins.b(env) & 1} forever"
         if ins.op is COLL_WAIT:
-            key, n = self._coll_key(c, ins, env)
+            key, n = self.coll_key(c, ins, env)
             arrived = next((a for k, a, _ in s.colls if k == key), 0)
             return f"waits at {ins.text or ins.a} for {n - arrived} more thread(s) that never come"
         if ins.op is MMA_WAIT:
             return "waits for its mma_async groups, which can never complete"
+        if ins.op is WAIT_GROUP:
+            return "waits for its bulk stores, which can never complete"
         return f"is stuck at '{ins.text}'"
 
-    def _move(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int) -> list[tuple]:
-        """New per-class tuples with group gi of class c moved to pc (after local steps); one per outcome."""
-        results = []
-        groups = s.locs[c]
-        for loc in self.settle(c, pc, env):
-            results.append(_regroup(groups, gi, loc, m))
-        return results
+    def class_done(self, s: State, c: int) -> bool:
+        code = self.code[c]
+        return all(code[pc].op is END for (pc, _), _ in s.locs[c])
 
+    def cta_done(self, s: State, cta: int) -> bool:
+        return all(self.class_done(s, c) for c in self.cta_classes[cta])
+
+    def _bar_name(self, gid: int) -> str:
+        return self.layout.bar_names[gid]
+
+    def _buf_name(self, gid: int) -> str:
+        return self.layout.buf_names[gid]
+
+    # ------------------------------------------------------------ moving groups
     def _emit(self, out: list, s: State, c: int, gi: int, pc: int, env: tuple, m: int, findings: list,
               **changes) -> None:
-        """Append one successor per outcome of moving group gi to pc, with other state parts changed."""
+        """Append one successor per outcome of moving group gi of class c to pc (after its local steps)."""
         base = s._replace(**changes) if changes else s
-        cta = self.classes[c].cta
-        for k, groups in enumerate(self._move(s, c, gi, pc, env, m)):
-            locs = s.locs[:c] + (groups,) + s.locs[c + 1:]
-            t = base._replace(locs=locs)
-            out.append((("t", c, gi, k), t, tuple(findings)))
+        groups = s.locs[c]
+        for k, loc in enumerate(self.settle(c, pc, env)):
+            moved = _regroup(groups, gi, loc, m)
+            out.append((("t", c, gi, k), base._replace(locs=s.locs[:c] + (moved,) + s.locs[c + 1:]), tuple(findings)))
 
-    def _exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        """A CTA exits once its last thread has finished: nothing may still be in flight into it."""
-        out = []
-        per = self.layout.nbuf
-        for buf, tag, nbytes, bar, site, src in s.flight:
-            if buf // per == cta:
-                out.append(Finding("exit-inflight",
-                                   f"CTA {cta} exits while the TMA load of tile {tag} into {self.layout.buf_names[buf]} "
-                                   f"({nbytes} bytes) is still in flight: undefined behaviour (may corrupt or fault)",
-                                   site, src))
-                break
-        for u, (done, forming, inflight) in enumerate(s.mmas):
-            if inflight and self._unit_cta[u] == cta:
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async still reads its shared memory",
-                                   inflight[0][2], inflight[0][3]))
-                break
-        exited = s.exited[:cta] + (True,) + s.exited[cta + 1:]
-        return ("x", cta), s._replace(exited=exited), tuple(out)
-
-    def _cta_done(self, s: State, cta: int) -> bool:
-        for c in self.cta_classes[cta]:
-            code = self.code[c]
-            for (pc, _), _ in s.locs[c]:
-                if code[pc].op is not END:
-                    return False
-        return True
-
-    def _bar_events(self, events: list[str], c: int, ins: CInstr, gid: int, before, count: int = 1) -> tuple[list[Finding], str | None]:
+    # ------------------------------------------------------------ findings
+    def _bar_events(self, events: list[str], c: int, site: int, gid: int, before, count: int = 1
+                    ) -> tuple[list[Finding], str | None]:
         findings = []
         halted = None
-        name = self.layout.bar_names[gid]
-        who = self.classes[c].label if c >= 0 else "a TMA load"
+        name = self._bar_name(gid)
+        who = self.classes[c].label if c >= 0 else "an asynchronous arrival"
         for ev in events:
             if ev == S.DOUBLE:
                 findings.append(Finding("double-arrive", f"{who} arrives on {name} twice in phase {before.phase}: the "
-                                        "extra arrival counts toward completing the phase early", ins.site, c, (gid,)))
+                                        "extra arrival counts toward completing the phase early", site, c, (gid,)))
             elif ev == S.FAULT_OVER:
                 findings.append(Finding("arrive-fault", f"{who} arrives on {name} with count {count}, but only "
                                         f"{before.pending} arrival(s) are pending: the kernel faults (H200 mbar 9)",
-                                        ins.site, c, (gid,)))
+                                        site, c, (gid,)))
                 halted = "arrive-fault"
             elif ev == S.FAULT_TX_ONLY:
                 findings.append(Finding("arrive-fault", f"{who} arrives on {name} while its phase owes no arrivals, only "
-                                        f"{before.tx} tx bytes: the kernel faults (H200 mbar 12)", ins.site, c, (gid,)))
+                                        f"{before.tx} tx bytes: the kernel faults (H200 mbar 12)", site, c, (gid,)))
                 halted = "arrive-fault"
             elif ev == S.FAULT_TX_RANGE:
                 findings.append(Finding("tx-range", f"the tx-count of {name} leaves +-(2^20-1): the kernel faults "
-                                        "(H200 mbar 13)", ins.site, c, (gid,)))
+                                        "(H200 mbar 13)", site, c, (gid,)))
                 halted = "tx-range"
             elif ev == S.FAULT_UNINIT:
-                findings.append(Finding("arrive-fault", f"{who} uses {name}, which was never initialised: the kernel "
-                                        "faults (H200 mbar 17)", ins.site, c, (gid,)))
+                findings.append(Finding("arrive-fault", f"{who} uses {name}, which is not initialised: the kernel "
+                                        "faults (H200 mbar 17)", site, c, (gid,)))
                 halted = "arrive-fault"
             elif ev == S.DROP_TO_ZERO:
                 findings.append(Finding("arrive-fault", f"arrive_drop lowers the expected count of {name} to 0: "
-                                        "undefined (PTX 9.7.13.15.14)", ins.site, c, (gid,)))
+                                        "undefined (PTX 9.7.13.15.14)", site, c, (gid,)))
         return findings, halted
 
     def _alias_finding(self, s: State, c: int, ins: CInstr, env: tuple, gid: int, off: int, passing: bool) -> Finding:
         b = s.bars[gid]
         intended = ins.c(env)
-        name = self.layout.bar_names[gid]
+        name = self._bar_name(gid)
         who = self.classes[c].label
         verb = "passes its wait on" if passing else "waits on"
         if off > 0:
@@ -552,22 +376,93 @@ class Model:
                    f"it is {-off} phase(s) ahead and parity {ins.b(env) & 1} aliases")
         return Finding("phase-alias", f"{who} {verb} {name}: {why}", ins.site, c, (gid,))
 
-    def _check_tag(self, s: State, c: int, site: int, buf: int, want: int | None, what: str) -> list[Finding]:
+    def _use(self, s: State, c: int, gid: int, site: int, what: str) -> list[Finding]:
+        """Using a barrier: its CTA must still run, and its init must be visible to this thread."""
+        out = []
+        cta = gid // self.layout.nbar if self.layout.nbar else 0
+        if s.exited[cta]:
+            out.append(Finding("exit-inflight", f"{self.classes[c].label} {what} {self._bar_name(gid)} after CTA {cta} "
+                               "exited: undefined (may corrupt or fault); wait for the peers (producer_tail) before exiting",
+                               site, c, (gid,)))
+        for bar, init_cls, st in s.vis:
+            if bar == gid and init_cls != c and not (st == "cta" and self.classes[c].cta == cta):
+                how = ("fence_barrier_init and a syncthreads/cluster_sync" if st == 0 else
+                       "a syncthreads/cluster_sync after its fence_barrier_init" if st == 1 else
+                       "a cluster_sync (the init is only visible inside its own CTA)")
+                out.append(Finding("uninit-barrier", f"{self.classes[c].label} {what} {self._bar_name(gid)} before "
+                                   f"{self.classes[init_cls].label}'s init of it is visible: missing {how}",
+                                   site, c, (gid,)))
+        return out
+
+    def _read_hazards(self, s: State, c: int, site: int, buf: int, want: int | None, what: str,
+                      who: str | None = None) -> list[Finding]:
+        """A read (or the start of an async reader) of `buf` expecting tile `want`."""
         if want is None:
             return []
+        name = self._buf_name(buf)
+        who = who or self.classes[c].label
         have = s.bufs[buf]
         if have == want:
+            for op in s.flight:
+                if op[0] == buf and op[1] != want:
+                    kind = "TMA load" if op[3] >= 0 else "cp.async copy"
+                    return [Finding("overwrite", f"{who} {what} {name} for tile {want} while the {kind} of tile {op[1]} "
+                                    "into it is in flight: the tile is being replaced under its reader", site, c,
+                                    notes=((f"the {kind} of tile {op[1]}", op[4]),))]
+            for u, (_, _, inflight) in enumerate(s.mmas):
+                for seq, ops, msite, mc, out in inflight:
+                    if out is not None and out[0] == buf:
+                        return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
+                                        f"{self.unit_label[u]} writes tile {out[1]} into it", site, c)]
             return []
-        name = self.layout.buf_names[buf]
-        who = self.classes[c].label
+        if have == CLOBBERED:
+            return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but its storage was overwritten through "
+                            "a buffer declared over it", site, c)]
         landing = any(op[0] == buf and op[1] == want for op in s.flight)
         holds = "nothing yet" if have == EMPTY else f"tile {have}"
         if landing or have == EMPTY or have < want:
-            state = "is still in flight" if landing else "was never issued into it"
-            return [Finding("stale-read", f"{who} {what} {name} for tile {want}, but the TMA load of tile {want} "
+            state = "is still in flight" if landing else "has not been issued or has not landed"
+            return [Finding("stale-read", f"{who} {what} {name} for tile {want}, but the copy of tile {want} "
                             f"{state} ({name} holds {holds})", site, c)]
         return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but {name} already holds tile {have}: "
-                        f"a later load overwrote tile {want} before it was read", site, c)]
+                        f"a later copy overwrote tile {want} before it was read", site, c)]
+
+    def _write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
+        """Writing `buf` (and whatever shares its storage) while someone may still read it."""
+        out: list[Finding] = []
+        for b in (buf,) + self.layout.overlaps[buf]:
+            name = self._buf_name(b) if b == buf else f"{self._buf_name(buf)} (the storage of {self._buf_name(b)})"
+            for cls_, seq, sbuf, tag, stage, ssite in s.stores:
+                if sbuf == b and stage == 0:
+                    out.append(Finding("store-reuse", f"{what} {name} while the TMA store of tile {tag} still reads it: "
+                                       "wait_group_read before reusing the buffer", site, c,
+                                       notes=(("the TMA store that is still reading", ssite),)))
+                    break
+            for u, (_, _, inflight) in enumerate(s.mmas):
+                for seq, ops, msite, mc, mout in inflight:
+                    if any(ob == b for ob, _ in ops):
+                        t = next(t for ob, t in ops if ob == b)
+                        out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_label[u]} "
+                                           f"still reads tile {t} from it", site, c,
+                                           notes=(("the mma_async that is still reading", msite),)))
+            if not landing:
+                for op in s.flight:
+                    if op[0] == b:
+                        out.append(Finding("overwrite", f"{what} {name} while the copy of tile {op[1]} into it is in "
+                                           "flight", site, c, notes=(("the copy", op[4]),)))
+                        break
+        for gid in self.layout.bar_overlaps[buf]:
+            if s.bars[gid] is not None:
+                out.append(Finding("overwrite", f"{what} {self._buf_name(buf)}, which reuses the memory of mbarrier "
+                                   f"{self._bar_name(gid)} while it is still live: inval it first", site, c, (gid,)))
+        return out
+
+    def _tags(self, bufs: tuple, buf: int, tag: int) -> tuple:
+        out = list(bufs)
+        out[buf] = tag
+        for h in self.layout.overlaps[buf]:
+            out[h] = CLOBBERED
+        return tuple(out)
 
     # ------------------------------------------------------------ thread steps
     def _thread(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
@@ -580,55 +475,16 @@ class Model:
             b = s.bars[gid]
             if b is None or not S.wait_passes(b, ins.b(env)):
                 return
-            findings = []
+            findings = self._use(s, c, gid, ins.site, "waits on")
             if ins.c is not None:
                 off = S.alias(b, ins.c(env))
                 if off:
                     findings.append(self._alias_finding(s, c, ins, env, gid, off, passing=True))
             self._emit(out, s, c, gi, pc + 1, env, m, findings)
-        elif op is ARRIVE:
-            gid = ins.a(env, cta)
-            count = ins.b(env)
-            tx = ins.c(env) if ins.c is not None else 0
-            bars = list(s.bars)
-            findings: list[Finding] = []
-            halted = None
-            for _ in range(m):
-                events: list[str] = []
-                before = bars[gid]
-                bars[gid] = S.arrive(before, count, c, events, tx)
-                f, h = self._bar_events(events, c, ins, gid, before, count)
-                findings.extend(f)
-                if h:
-                    halted = h
-                    break
-            self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted)
-        elif op is EXPECT_TX or op is COMPLETE_TX or op is ARRIVE_DROP:
-            gid = ins.a(env, cta)
-            n = ins.b(env)
-            bars = list(s.bars)
-            findings = []
-            halted = None
-            for _ in range(m):
-                events = []
-                before = bars[gid]
-                if op is EXPECT_TX:
-                    bars[gid] = S.expect_tx(before, n, events)
-                elif op is COMPLETE_TX:
-                    bars[gid] = S.complete_tx(before, n, events)
-                else:
-                    bars[gid] = S.arrive_drop(before, n, c, events)
-                f, h = self._bar_events(events, c, ins, gid, before, n)
-                findings.extend(f)
-                if h:
-                    halted = h
-                    break
-            self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted)
+        elif op is ARRIVE or op is EXPECT_TX or op is COMPLETE_TX or op is ARRIVE_DROP:
+            self._barrier_op(s, c, gi, pc, env, m, ins, out)
         elif op is TMA_LOAD:
-            buf = ins.a(env, cta)
-            tag = ins.b(env)
-            nbytes = ins.c(env)
-            bar = ins.d(env, cta)
+            buf, tag, nbytes, bar = ins.a(env, cta), ins.b(env), ins.c(env), ins.d(env, cta)
             targets = [cta]
             if ins.e is not None:
                 mask = ins.e(env)
@@ -636,37 +492,152 @@ class Model:
                 if not targets:
                     raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
             pb, pr = self.layout.nbuf, self.layout.nbar
+            findings = []
             new = []
-            for _ in range(m):
-                for k in targets:
-                    new.append((k * pb + buf % pb, tag, nbytes, k * pr + bar % pr, ins.site, c))
-            flight = tuple(sorted(s.flight + tuple(new)))
-            self._emit(out, s, c, gi, pc + 1, env, m, [], flight=flight)
+            for k in targets:
+                findings += self._use(s, c, k * pr + bar % pr, ins.site, "issues a TMA load completing on")
+                new += [(k * pb + buf % pb, tag, nbytes, k * pr + bar % pr, ins.site, c, -1)] * m
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, flight=tuple(sorted(s.flight + tuple(new))))
+        elif op is CP_ASYNC:
+            buf, tag, seq = ins.a(env, cta), ins.b(env), env[ins.d]
+            new = ((buf, tag, 0, -1, ins.site, c, seq),)
+            env2 = env[:ins.d] + (seq + 1,) + env[ins.d + 1:]
+            self._emit(out, s, c, gi, pc + 1, env2, m, [], flight=tuple(sorted(s.flight + new)))
+        elif op is CP_ASYNC_ARRIVE:
+            gid = ins.a(env, cta)
+            k = ("cp", c, env[ins.d], (gid,), ins.site, c, (c, ("cp", env[ins.d])), m)
+            self._emit(out, s, c, gi, pc + 1, env, m, [], commits=tuple(sorted(s.commits + (k,))))
         elif op is READ:
             buf = ins.a(env, cta)
-            findings = self._check_tag(s, c, ins.site, buf, ins.b(env), "reads")
-            self._emit(out, s, c, gi, pc + 1, env, m, findings)
+            self._emit(out, s, c, gi, pc + 1, env, m, self._read_hazards(s, c, ins.site, buf, ins.b(env), "reads"))
+        elif op is WRITE:
+            buf, tag = ins.a(env, cta), ins.b(env)
+            findings = self._write_hazards(s, c, ins.site, buf, f"{self.classes[c].label} writes", landing=False)
+            dirty = tuple(sorted(set(s.dirty) - {(buf, c, True)} | {(buf, c, False)}))
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self._tags(s.bufs, buf, tag), dirty=dirty)
+        elif op is FENCE_PROXY:
+            dirty = tuple(d for d in s.dirty if not (d[1] == c and not d[2]))
+            self._emit(out, s, c, gi, pc + 1, env, m, [], dirty=dirty)
+        elif op is TMA_STORE:
+            self._store_issue(s, c, gi, pc, env, m, ins, out)
+        elif op is COMMIT_GROUP:
+            n = env[ins.b]
+            stores = tuple(sorted((cl, n, b, t, st, si) if cl == c and seq == -1 else (cl, seq, b, t, st, si)
+                                  for cl, seq, b, t, st, si in s.stores))
+            env2 = env[:ins.b] + (n + 1,) + env[ins.b + 1:]
+            self._emit(out, s, c, gi, pc + 1, env2, m, [], stores=stores)
+        elif op is WAIT_GROUP:
+            limit = env[ins.b] - ins.a(env)
+            if any(cl == c and 0 <= seq < limit and (stage == 0 or not ins.c)
+                   for cl, seq, b, t, stage, si in s.stores):
+                return
+            self._emit(out, s, c, gi, pc + 1, env, m, [])
         elif op is MMA:
             self._mma_issue(s, c, gi, pc, env, m, ins, out)
         elif op is MMA_WAIT:
-            u = self.mma_unit[c]
-            done = s.mmas[u][0]
-            if done >= env[ins.b] - ins.a(env):
+            if s.mmas[self.mma_unit[c]][0] >= env[ins.b] - ins.a(env):
                 self._emit(out, s, c, gi, pc + 1, env, m, [])
+        elif op is MMA_COMMIT:
+            gid = ins.a(env, cta)
+            bars = (gid,)
+            if ins.e is not None:
+                mask = ins.e(env)
+                pr = self.layout.nbar
+                bars = tuple(k * pr + gid % pr for k in range(self.layout.ncta) if mask >> k & 1)
+            who = (c, ins.d(env) if ins.d is not None else ("commit", env[ins.b]))
+            k = ("mma", self.mma_unit[c], env[ins.b], bars, ins.site, c, who, 1)
+            self._emit(out, s, c, gi, pc + 1, env, m, [], commits=tuple(sorted(s.commits + (k,))))
+        elif op is INIT:
+            gid, count = ins.a(env, cta), ins.b(env)
+            findings = []
+            if s.bars[gid] is not None:
+                findings.append(Finding("uninit-barrier", f"{self.classes[c].label} re-initialises {self._bar_name(gid)} "
+                                        "while it is live: its pending arrivals are silently dropped (H200 mbar 16)",
+                                        ins.site, c, (gid,)))
+            if not 1 <= count <= S.MAX_COUNT:
+                raise EvalError(f"init count {count} is outside 1..{S.MAX_COUNT}", ins.site)
+            bars = s.bars[:gid] + (S.init(count),) + s.bars[gid + 1:]
+            vis = tuple(sorted([v for v in s.vis if v[0] != gid] + [(gid, c, 0)]))
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=bars, vis=vis)
+        elif op is INVAL:
+            gid = ins.a(env, cta)
+            bars = s.bars[:gid] + (None,) + s.bars[gid + 1:]
+            vis = tuple(v for v in s.vis if v[0] != gid)
+            self._emit(out, s, c, gi, pc + 1, env, m, [], bars=bars, vis=vis)
+        elif op is FENCE_INIT:
+            vis = tuple(sorted((g, cl, 1 if cl == c and st == 0 else st) for g, cl, st in s.vis))
+            self._emit(out, s, c, gi, pc + 1, env, m, [], vis=vis)
         elif op is COLL:
-            self._coll_arrive(s, c, gi, pc, env, m, ins, out)
+            key, n = self.coll_key(c, ins, env)
+            self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=True)
         elif op is BAR_ARRIVE:
-            key = ("b", cta, ins.b(env))
-            n = ins.c(env)
-            self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=False)
+            self._coll_count(s, c, gi, pc, env, m, ins, out, ("b", cta, ins.b(env)), ins.c(env), blocking=False)
         else:
             raise EvalError(f"'{op}' is not supported by this version of the model", ins.site)
 
+    def _barrier_op(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
+        op = ins.op
+        gid = ins.a(env, self.classes[c].cta)
+        n = ins.b(env)
+        tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
+        what = {ARRIVE: "arrives on", EXPECT_TX: "expects tx on", COMPLETE_TX: "completes tx on",
+                ARRIVE_DROP: "arrive_drops on"}[op]
+        findings = self._use(s, c, gid, ins.site, what)
+        if s.exited[gid // self.layout.nbar]:
+            self._emit(out, s, c, gi, pc + 1, env, m, findings)  # the arrival goes nowhere
+            return
+        bars = list(s.bars)
+        halted = None
+        who = (c, ins.d(env) if ins.d is not None else None)
+        recorded = -1  # the phase in which this class's arrival was recorded: its other threads are not doubles
+        for _ in range(m):
+            events: list[str] = []
+            before = bars[gid]
+            first = before is None or before.phase != recorded
+            if before is not None:
+                recorded = before.phase
+            if op is ARRIVE:
+                bars[gid] = S.arrive(before, n, who, events, tx, first)
+            elif op is EXPECT_TX:
+                bars[gid] = S.expect_tx(before, n, events)
+            elif op is COMPLETE_TX:
+                bars[gid] = S.complete_tx(before, n, events)
+            else:
+                bars[gid] = S.arrive_drop(before, n, who, events, first)
+            f, h = self._bar_events(events, c, ins.site, gid, before, n)
+            findings.extend(f)
+            if h:
+                halted = h
+                break
+        self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted)
+
+    def _store_issue(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
+        buf = ins.a(env, self.classes[c].cta)
+        tag = ins.b(env) if ins.b is not None else s.bufs[buf]
+        who = self.classes[c].label
+        findings = []
+        if ins.b is not None and s.bufs[buf] != tag:
+            holds = "nothing" if s.bufs[buf] == EMPTY else f"tile {s.bufs[buf]}"
+            findings.append(Finding("stale-read", f"{who}'s TMA store of tile {tag} reads {self._buf_name(buf)}, which "
+                                    f"holds {holds}: the store is not ordered after the writes of its tile", ins.site, c))
+        span = (buf,) + self.layout.overlaps[buf]
+        writers = sorted({cl for b, cl, _ in s.dirty if b in span})
+        if writers:
+            names = ", ".join(self.classes[w].label for w in writers)
+            findings.append(Finding("missing-proxy-fence", f"{who}'s TMA store reads {self._buf_name(buf)}, written by "
+                                    f"{names} with ordinary stores that no fence_proxy_async made visible to the async "
+                                    "proxy before the sync", ins.site, c))
+        dirty = tuple(d for d in s.dirty if d[0] not in span)
+        stores = tuple(sorted(s.stores + ((c, -1, buf, tag, 0, ins.site),)))
+        self._emit(out, s, c, gi, pc + 1, env, m, findings, stores=stores, dirty=dirty)
+
     def _mma_issue(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
+        """wgmma: the group forms once the whole warpgroup issued it; tcgen05.mma: at once."""
         u = self.mma_unit[c]
         cta = self.classes[c].cta
         seq = env[ins.b]
         ops = tuple((r(env, cta), t(env) if t is not None else None) for r, t in ins.a)
+        result = (ins.c[0](env, cta), ins.c[1](env) if ins.c[1] is not None else None) if ins.c is not None else None
         done, forming, inflight = s.mmas[u]
         joined = m
         rest = []
@@ -676,11 +647,11 @@ class Model:
             else:
                 rest.append(f)
         findings: list[Finding] = []
-        size = self.unit_size[u] if self.wgmma else m
-        if joined >= size:
+        if joined >= self.unit_size[u]:
             for buf, tag in ops:
-                findings.extend(self._check_tag(s, c, ins.site, buf, tag, "has mma_async read"))
-            inflight = tuple(sorted(inflight + ((seq, ops, ins.site, c),)))
+                findings.extend(self._read_hazards(s, c, ins.site, buf, tag, "reads",
+                                                   f"the mma_async of {self.unit_label[u]}"))
+            inflight = tuple(sorted(inflight + ((seq, ops, ins.site, c, result),)))
             forming = tuple(rest)
         else:
             forming = tuple(sorted(rest + [(seq, joined, ops)]))
@@ -688,29 +659,30 @@ class Model:
         env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
         self._emit(out, s, c, gi, pc + 1, env2, m, findings, mmas=mmas)
 
-    def _coll_key(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:
+    # ------------------------------------------------------------ collectives
+    def coll_key(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:
         cl = self.classes[c]
         kind = ins.a
         if kind in ("elect", "syncwarp"):
             mask = ins.b
             lanes = min(32, cl.role_threads - 32 * (cl.warp or 0))
             n = bin(mask & ((1 << lanes) - 1)).count("1")
-            key = ("e" if kind == "elect" else "w", cl.cta, cl.role, cl.instance, cl.warp, mask, ins.c if kind == "elect" else ins.site)
+            key = ("e" if kind == "elect" else "w", cl.cta, cl.role, cl.instance, cl.warp, mask,
+                   ins.c if kind == "elect" else ins.site)
             return key, n
         if kind == "bar":
             return ("b", cl.cta, ins.b(env)), ins.c(env)
         if kind == "syncthreads":
             return ("b", cl.cta, 0), self.cta_threads
+        if kind == "reconv":
+            key = ("r", cl.cta, cl.role, cl.instance, cl.warp, ins.site)
+            return key, self.reconv[key]
         return ("c",), self.cta_threads * self.layout.ncta
-
-    def _coll_arrive(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
-        key, n = self._coll_key(c, ins, env)
-        self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=True)
 
     def _coll_count(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list,
                     key: tuple, n: int, blocking: bool) -> None:
         """Arrive m threads at a collective; the last arrival releases everyone of that generation."""
-        if key[0] == "b" and (n <= 0 or n % 32):
+        if key[0] == "b" and ins.a != "syncthreads" and (n <= 0 or n % 32):
             raise EvalError(f"a named barrier's thread count must be a positive multiple of 32, not {n}", ins.site)
         arrived = m
         rest = []
@@ -719,16 +691,20 @@ class Model:
                 arrived += a
             else:
                 rest.append((k, a, n0))
+        # arriving at a sync publishes this thread's fenced barrier inits and ends its window to fence its writes
+        dirty = tuple(sorted((b, cl, True) if cl == c else (b, cl, sy) for b, cl, sy in s.dirty)) if s.dirty else s.dirty
+        vis = tuple(sorted((g, cl, ("pub", key)) if cl == c and st == 1 else (g, cl, st) for g, cl, st in s.vis)) \
+            if s.vis else s.vis
         locs = list(s.locs)
         others = list(locs[c])
         del others[gi]
         locs[c] = tuple(others)
-        waiting: list = []  # (local, count) placed directly at the collective's wait
-        moving: list = []  # (pc to run from, count)
+        waiting: list = []
+        moving: list = []
         if arrived < n:
             colls = rest + [(key, arrived, n)]
             if blocking:
-                waiting.append(((pc + 1, self._canon(c, pc + 1, env)), m))
+                waiting.append(((pc + 1, self.canon(c, pc + 1, env)), m))
             else:
                 moving.append((pc + 1, m))
         else:
@@ -740,7 +716,7 @@ class Model:
                 changed = False
                 for (wpc, wenv), wm in locs[wc]:
                     wi = code[wpc]
-                    if wi.op is COLL_WAIT and self._coll_key(wc, wi, wenv)[0] == key:
+                    if wi.op is COLL_WAIT and self.coll_key(wc, wi, wenv)[0] == key:
                         groups.extend((loc, wm) for loc in self.settle(wc, wpc + 1, wenv))
                         changed = True
                     else:
@@ -750,264 +726,126 @@ class Model:
             if blocking:
                 moving.append((pc + 2, m - over))
                 if over:
-                    waiting.append(((pc + 1, self._canon(c, pc + 1, env)), over))
+                    waiting.append(((pc + 1, self.canon(c, pc + 1, env)), over))
             else:
                 moving.append((pc + 1, m))
+            if vis:
+                vis = tuple(sorted(v for v in ((g, cl, ("cta" if key[0] != "c" else None) if st == ("pub", key) else st)
+                                               for g, cl, st in vis) if v[2] is not None))
         colls_t = tuple(sorted(colls))
-        outcomes = [[]]
+        outcomes: list[list] = [[]]
         for start, cnt in moving:
             outcomes = [o + [(loc, cnt)] for o in outcomes for loc in self.settle(c, start, env)]
-        cta = self.classes[c].cta
         for k, moved in enumerate(outcomes):
             groups = _merge(list(locs[c]) + waiting + moved)
-            t = s._replace(locs=tuple(locs[:c]) + (groups,) + tuple(locs[c + 1:]), colls=colls_t)
+            t = s._replace(locs=tuple(locs[:c]) + (groups,) + tuple(locs[c + 1:]), colls=colls_t, dirty=dirty, vis=vis)
             out.append((("t", c, gi, k), t, ()))
 
-    def _canon(self, c: int, pc: int, env: tuple) -> tuple:
-        live = self.code[c][pc].live
-        return env if live is None else tuple(v if keep else None for v, keep in zip(env, live))
-
-    # ------------------------------------------------------------ futures, for the reduction
-    def process_of(self, action: Action) -> tuple:
-        if action[0] == "t":
-            return ("g", action[1], action[2])
-        return action[:2]
-
-    def _future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
-        """The operations a group will perform if nothing blocks it: concrete, cached."""
-        key = (c, pc, env, m)
-        hit = self._future_cache.get(key)
-        if hit is not None:
-            return hit
-        code = self.code[c]
-        cl = self.classes[c]
-        cta = cl.cta
-        ops: list[tuple] = []
-        exhaustive = False
-        try:
-            if code[pc].op in LOCAL_OPS:
-                nxt = self.settle(c, pc, env)
-                if len(nxt) != 1:
-                    raise EvalError("", -1)
-                pc, env = nxt[0]
-            for _ in range(FUTURE_HORIZON):
-                ins = code[pc]
-                op = ins.op
-                nxt_env = env
-                if op is END:
-                    exhaustive = True
-                    break
-                if op is WAIT:
-                    ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
-                elif op is ARRIVE:
-                    tx = ins.c(env) if ins.c is not None else 0
-                    ops.append(("arrive", ins.a(env, cta), ins.b(env) * m, tx != 0))
-                elif op is EXPECT_TX or op is COMPLETE_TX:
-                    ops.append(("tx", ins.a(env, cta)))
-                elif op is ARRIVE_DROP:
-                    ops.append(("arrive", ins.a(env, cta), ins.b(env) * m, False))
-                elif op is TMA_LOAD:
-                    buf, bar = ins.a(env, cta), ins.d(env, cta)
-                    targets = [cta]
-                    if ins.e is not None:
-                        mask = ins.e(env)
-                        targets = [k for k in range(self.layout.ncta) if mask >> k & 1]
-                    pb, pr = self.layout.nbuf, self.layout.nbar
-                    ops.append(("load", tuple((k * pb + buf % pb, k * pr + bar % pr, k) for k in targets)))
-                elif op is READ:
-                    ops.append(("read", ins.a(env, cta)))
-                elif op is MMA:
-                    u = self.mma_unit[c]
-                    seq = env[ins.b]
-                    ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m))
-                    nxt_env = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
-                elif op is MMA_WAIT:
-                    ops.append(("mwait", self.mma_unit[c], env[ins.b] - ins.a(env)))
-                elif op is COLL:
-                    k, n = self._coll_key(c, ins, env)
-                    ops.append(("coll", k, m))
-                    ops.append(("cwait", k, n))
-                    nxt = self.settle(c, pc + 2, env)
-                    if len(nxt) != 1:
-                        break
-                    pc, env = nxt[0]
-                    continue
-                elif op is COLL_WAIT:
-                    k, n = self._coll_key(c, ins, env)
-                    ops.append(("cwait", k, n))
-                    nxt = self.settle(c, pc + 1, env)
-                    if len(nxt) != 1:
-                        break
-                    pc, env = nxt[0]
-                    continue
-                elif op is BAR_ARRIVE:
-                    ops.append(("coll", ("b", cta, ins.b(env)), m))
-                else:
-                    break
-                nxt = self.settle(c, pc + 1, nxt_env)
-                if len(nxt) != 1:
-                    break
-                pc, env = nxt[0]
-        except (EvalError, ZeroDivisionError):
-            exhaustive = False
-        if exhaustive:
-            ops.append(("end", cta))
-        out = (tuple(ops), exhaustive)
-        self._future_cache[key] = out
-        return out
-
-    @staticmethod
-    def _tx_footprint(s: State, gid: int) -> tuple:
-        """Byte-only operations on a barrier: quiet while its phase still owes arrivals (see por)."""
-        return ((("bar", gid), "t"),)
-
-    def _op(self, s: State, d: tuple) -> Op:
-        """A future operation with its footprint, what it provides, and what it needs, in state s."""
-        kind = d[0]
-        if kind not in ("wait", "mwait", "cwait"):
-            op = self._op_cache.get(d)
-            if op is None:
-                op = self._op_cache[d] = self._op_uncached(s, d)
-            return op
-        return self._op_uncached(s, d)
-
-    def _op_uncached(self, s: State, d: tuple) -> Op:
-        kind = d[0]
-        end = ()
-        if kind == "end":
-            return Op((), ((("done", d[1]), 1),))
-        if kind == "wait":
-            gid, parity = d[1], d[2]
-            b = s.bars[gid]
-            fp = ((("bar", gid), "r"),) + end
-            if b is None:
-                return Op(fp, needs=lambda av: False)
-            if S.wait_passes(b, parity):
-                return Op(fp)
-            pending, tx = b.pending, b.tx
-            arr, txk = ("arr", gid), ("tx", gid)
-            return Op(fp, needs=lambda av: av[arr] >= pending and (tx == 0 or av[txk] > 0), need_resources=(arr, txk))
-        if kind == "arrive":
-            gid = d[1]
-            prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
-            return Op(((("bar", gid), "c", d[2]),) + end, prov)
-        if kind == "tx":
-            return Op(self._tx_footprint(s, d[1]) + end, ((("tx", d[1]), 1),))
-        if kind == "load":
-            spawns = tuple(Op(((("buf", b), "w"), (("rd", b), "r"), (("flight", k), "i")) + self._tx_footprint(s, bar),
-                              ((("tx", bar), 1),)) for b, bar, k in d[1])
-            return Op(tuple((("flight", k), "i") for _, _, k in d[1]) + end, spawns=spawns)
-        if kind == "read":
-            return Op(((("buf", d[1]), "r"),) + end)
-        if kind == "join":
-            u, seq, bufs, m = d[1], d[2], d[3], d[4]
-            fp = tuple((("buf", b), "r") for b in bufs) + tuple((("rd", b), "i") for b in bufs)
-            return Op(fp + end, ((("join", u, seq), m),))
-        if kind == "mwait":
-            u, need = d[1], d[2]
-            done = s.mmas[u][0]
-            fp = ((("mmadone", u), "r"),) + end
-            if need <= done:
-                return Op(fp)
-            key = ("mdone", u, need - 1)
-            return Op(fp, needs=lambda av: av[key] > 0, need_resources=(key,))
-        if kind == "coll":
-            return Op(((("coll", d[1]), "w"),) + end, ((("coll", d[1]), d[2]),))
-        if kind == "cwait":
-            key, n = d[1], d[2]
-            now = next((a for k, a, _ in s.colls if k == key), 0)
-            res = ("coll", key)
-            return Op(end, needs=lambda av: now + av[res] >= n, need_resources=(res,))
-        raise AssertionError(kind)
-
-    def processes(self, s: State, enabled: set) -> list[Process]:
-        procs: list[Process] = []
-        max_seq: dict[int, int] = {}
-        join_bufs: dict[tuple[int, int], tuple] = {}
-        for c, groups in enumerate(s.locs):
-            for gi, ((pc, env), m) in enumerate(groups):
-                if self.code[c][pc].op is END:
-                    continue
-                if self.code[c][pc].op in LOCAL_OPS:  # an unsettled start: the head is a local choice
-                    procs.append(Process(("g", c, gi), ("g", c, gi) in enabled, [Op(())], False))
-                    continue
-                descs, exhaustive = self._future(c, pc, env, m)
-                for d in descs:
-                    if d[0] == "join":
-                        max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
-                        join_bufs[(d[1], d[2])] = d[3]
-                procs.append(Process(("g", c, gi), ("g", c, gi) in enabled, [self._op(s, d) for d in descs], exhaustive))
-        for i, (buf, tag, nbytes, bar, site, src) in enumerate(s.flight):
-            key = ("l", i)
-            if key not in enabled:
-                continue  # a duplicate of the load before it
-            cta = buf // self.layout.nbuf
-            procs.append(Process(key, True, [Op(((("buf", buf), "w"), (("rd", buf), "r"), (("flight", cta), "i"))
-                                                 + self._tx_footprint(s, bar), ((("tx", bar), 1),))], True))
-        for u, (done, forming, inflight) in enumerate(s.mmas):
-            ops = []
-            cta = self._unit_cta[u]
-            formed = {seq: bufs for seq, bufs, _, _ in inflight}
-            joined = {seq: n for seq, n, _ in forming}
-            top = max([max_seq.get(u, -1)] + list(formed) + list(joined))
-            for j in range(done, top + 1):
-                if j in formed:
-                    bufs = [b for b, _ in formed[j]]
-                else:
-                    forming_bufs = next((tuple(b for b, _ in ops_) for seq, _, ops_ in forming if seq == j), None)
-                    bufs = list(forming_bufs if forming_bufs is not None else join_bufs.get((u, j), ()))
-                    if not bufs:
-                        break  # no thread can form this group within the horizon
-                fp = ((("mmadone", u), "w"), (("mmaexit", cta), "i")) + tuple((("rd", b), "i") for b in bufs)
-                prov = ((("mdone", u, j), 1),)
-                if j in formed:
-                    ops.append(Op(fp, prov, needs=None if j == done else (lambda av, k=("mdone", u, j - 1): av[k] > 0)))
-                else:
-                    need = self.unit_size[u] - joined.get(j, 0)
-                    jk, pk = ("join", u, j), ("mdone", u, j - 1)
-                    ops.append(Op(fp, prov, needs=(lambda av, jk=jk, pk=pk, need=need, first=(j == done):
-                                                   av[jk] >= need and (first or av[pk] > 0)), need_resources=(jk, pk)))
-            if ops:
-                procs.append(Process(("m", u), ("m", u) in enabled, ops, True))
-        for cta, gone in enumerate(s.exited):
-            if gone:
-                continue
-            left = sum(1 for c in self.cta_classes[cta] for (pc, _), _ in s.locs[c] if self.code[c][pc].op is not END)
-            key = ("x", cta)
-            res = ("done", cta)
-            procs.append(Process(key, key in enabled, [Op(((("flight", cta), "r"), (("mmaexit", cta), "r")),
-                                                          needs=lambda av, res=res, left=left: av[res] >= left,
-                                                          need_resources=(res,))], True))
-        budgets = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
-        return procs, budgets
-
-    # ------------------------------------------------------------ async completions
+    # ------------------------------------------------------------ asynchronous events
     def _land(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        buf, tag, nbytes, bar, site, src = s.flight[i]
+        buf, tag, nbytes, bar, site, src, seq = s.flight[i]
         flight = s.flight[:i] + s.flight[i + 1:]
-        findings: list[Finding] = []
-        for u, (done, forming, inflight) in enumerate(s.mmas):
-            for seq, ops, msite, mc in inflight:
-                for b, t in ops:
-                    if b == buf:
-                        findings.append(Finding("overwrite", f"the TMA load of tile {tag} lands in "
-                                                f"{self.layout.buf_names[buf]} while the mma_async of "
-                                                f"{self.classes[mc].unit} still reads tile {t} from it", site, src,
-                                                notes=(("the mma_async that is still reading", msite),)))
-        bufs = s.bufs[:buf] + (tag,) + s.bufs[buf + 1:]
-        events: list[str] = []
-        before = s.bars[bar]
-        nb = S.complete_tx(before, nbytes, events)
-        bars = s.bars[:bar] + (nb,) + s.bars[bar + 1:]
-        ins = CInstr("land", site, -1, None)
-        f, halted = self._bar_events(events, -1, ins, bar, before, nbytes)
-        findings.extend(f)
-        return ("l", i), s._replace(flight=flight, bufs=bufs, bars=bars, halted=halted), tuple(findings)
+        kind = "TMA load" if bar >= 0 else "cp.async copy"
+        findings = self._write_hazards(s, src, site, buf, f"the {kind} of tile {tag} lands in", landing=True)
+        t = s._replace(flight=flight, bufs=self._tags(s.bufs, buf, tag))
+        if bar >= 0:
+            events: list[str] = []
+            before = t.bars[bar]
+            nb = S.complete_tx(before, nbytes, events)
+            f, halted = self._bar_events(events, -1, site, bar, before, nbytes)
+            findings.extend(f)
+            t = t._replace(bars=t.bars[:bar] + (nb,) + t.bars[bar + 1:], halted=halted)
+        return ("l", i), t, tuple(findings)
 
     def _mma_done(self, s: State, u: int) -> tuple[Action, State, tuple[Finding, ...]]:
         done, forming, inflight = s.mmas[u]
+        seq, ops, site, c, result = inflight[0]
         mmas = s.mmas[:u] + ((done + 1, forming, inflight[1:]),) + s.mmas[u + 1:]
-        return ("m", u), s._replace(mmas=mmas), ()
+        t = s._replace(mmas=mmas)
+        findings: tuple = ()
+        if result is not None:
+            buf, tag = result
+            findings = tuple(self._write_hazards(t, c, site, buf, f"the mma_async of {self.unit_label[u]} writes tile "
+                                                 f"{tag} into", landing=True))
+            t = t._replace(bufs=self._tags(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
+        return ("m", u), t, findings
+
+    def _store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
+        c, seq, buf, tag, stage, site = s.stores[i]
+        rest = s.stores[:i] + s.stores[i + 1:]
+        if stage == 0:
+            rest = tuple(sorted(rest + ((c, seq, buf, tag, 1, site),)))
+        return ("s", i), s._replace(stores=rest), ()
+
+    def _commit_ready(self, s: State, k: tuple) -> bool:
+        kind, who, upto = k[0], k[1], k[2]
+        if kind == "mma":
+            return s.mmas[who][0] >= upto
+        return not any(op[5] == who and op[3] < 0 and op[6] < upto for op in s.flight)
+
+    def _commit_fire(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
+        kind, unit, upto, bars, site, c, who, m = s.commits[i]
+        commits = s.commits[:i] + s.commits[i + 1:]
+        findings: list[Finding] = []
+        new = list(s.bars)
+        halted = None
+        for gid in bars:
+            cta = gid // self.layout.nbar
+            if s.exited[cta]:
+                findings.append(Finding("exit-inflight", f"{self.classes[c].label}'s {'tcgen05.commit' if kind == 'mma' else 'cp.async'} "
+                                        f"arrival reaches {self._bar_name(gid)} after CTA {cta} exited: undefined",
+                                        site, c, (gid,)))
+                continue
+            recorded = -1
+            for _ in range(m):  # one arrival per thread that issued it
+                events: list[str] = []
+                before = new[gid]
+                first = before is None or before.phase != recorded
+                if before is not None:
+                    recorded = before.phase
+                new[gid] = S.arrive(before, 1, who, events, first=first)
+                f, h = self._bar_events(events, c, site, gid, before)
+                findings.extend(f)
+                halted = halted or h
+                if h:
+                    break
+        return ("k", i), s._replace(commits=commits, bars=tuple(new), halted=halted), tuple(findings)
+
+    def _exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
+        """A CTA exits once its last thread has finished: nothing may still be in flight into or out of it."""
+        out = []
+        pb, pr = self.layout.nbuf, self.layout.nbar
+        for buf, tag, nbytes, bar, site, src, seq in s.flight:
+            if buf // pb == cta:
+                what = f"the TMA load of tile {tag} into {self._buf_name(buf)} ({nbytes} bytes)" if bar >= 0 else \
+                    f"the cp.async copy of tile {tag} into {self._buf_name(buf)}"
+                out.append(Finding("exit-inflight", f"CTA {cta} exits while {what} is still in flight: undefined "
+                                   "behaviour (may corrupt or fault)", site, src))
+                break
+        for u, (done, forming, inflight) in enumerate(s.mmas):
+            if inflight and self.unit_cta[u] == cta:
+                out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async of {self.unit_label[u]} still "
+                                   "reads its shared memory", inflight[0][2], inflight[0][3]))
+                break
+        for c, seq, buf, tag, stage, site in s.stores:
+            if stage == 0 and buf // pb == cta:
+                out.append(Finding("exit-inflight", f"CTA {cta} exits while the TMA store of tile {tag} still reads "
+                                   f"{self._buf_name(buf)}: drain it with wait_group_read 0 (producer_tail)", site, c))
+                break
+        for kind, who, upto, bars, site, c, _, _ in s.commits:
+            if any(g // pr == cta for g in bars):
+                out.append(Finding("exit-inflight", f"CTA {cta} exits while an arrival on its barrier "
+                                   f"{self._bar_name(bars[0])} is still owed", site, c))
+                break
+        exited = s.exited[:cta] + (True,) + s.exited[cta + 1:]
+        return ("x", cta), s._replace(exited=exited), tuple(out)
+
+
+def _plural(text: str) -> str:
+    for sing, plur in (("waits ", "wait "), ("is stuck", "are stuck")):
+        if text.startswith(sing):
+            return plur + text[len(sing):]
+    return text
 
 
 def _sort_key(g):

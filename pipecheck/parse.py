@@ -19,10 +19,11 @@ MAX_IMPORT_DEPTH = 16
 
 
 def _grammar_text() -> str:
-    try:
-        return (resources.files("pipecheck.grammars") / "pipe.lark").read_text()
-    except (ModuleNotFoundError, FileNotFoundError):
-        return (Path(__file__).resolve().parent.parent / "grammars" / "pipe.lark").read_text()
+    # a source checkout keeps the grammar beside the package; an installed wheel ships it as package data
+    beside = Path(__file__).resolve().parent.parent / "grammars" / "pipe.lark"
+    if beside.is_file():
+        return beside.read_text()
+    return (resources.files("pipecheck.grammars") / "pipe.lark").read_text()
 
 
 @functools.cache
@@ -265,7 +266,11 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def mma_async_stmt(self, meta, c):
-        return A.MmaAsync(tuple(c), self.s(meta))
+        return A.MmaAsync(tuple(x for x in c[:-1]), c[-1], self.s(meta))
+
+    @v_args(meta=True)
+    def cp_async_stmt(self, meta, c):
+        return A.CpAsync(c[0], c[1], self.s(meta))
 
     @v_args(meta=True)
     def mma_wait_stmt(self, meta, c):
@@ -352,11 +357,15 @@ class _Build(Transformer):
         return A.Const(str(c[0]), c[1], self.s(meta))
 
     def alias(self, c):
-        return str(c[0])
+        return c[0]
 
     @v_args(meta=True)
     def smem(self, meta, c):
-        return A.Smem(str(c[0]), c[1], c[2], c[3], self.s(meta))
+        return A.Smem(str(c[0]), c[1], c[2], c[3], "smem", self.s(meta))
+
+    @v_args(meta=True)
+    def tmem(self, meta, c):
+        return A.Smem(str(c[0]), c[1], c[2], None, "tmem", self.s(meta))
 
     def mbar_opt(self, c):
         return str(c[0])

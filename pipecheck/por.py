@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
+# "k" keyed write (third element the value written: writes of the same value commute),
 # "c" counted (an arrival of `amount`, third element) and "t" byte count: while the counted
 # amounts on an object stay below its budget (the arrivals its phase still owes), counted and
 # byte operations commute with each other and with reads; otherwise they act as writes.
@@ -52,6 +53,8 @@ def _conflict(a: Footprint, b: Footprint, loud: Mapping[Any, int]) -> bool:
                 continue
             mb = eb[1]
             if ma == "r" and mb == "r" or ma == "i" and mb == "i":
+                continue
+            if ma == "k" and mb == "k" and ea[2] == eb[2]:
                 continue
             if ma in _QUIET and mb in _QUIET:
                 level = loud.get(obj, 0)

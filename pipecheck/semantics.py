@@ -45,8 +45,12 @@ def _complete_if_ready(b: Barrier, events: list[str]) -> Barrier:
     return b
 
 
-def arrive(b: Barrier | None, count: int, who: int, events: list[str], tx: int = 0) -> Barrier | None:
-    """One thread's `arrive [count c] [expect_tx tx]` (PTX 9.7.13.15.7, .13)."""
+def arrive(b: Barrier | None, count: int, who, events: list[str], tx: int = 0, first: bool = True) -> Barrier | None:
+    """One thread's `arrive [count c] [expect_tx tx]` (PTX 9.7.13.15.7, .13).
+
+    `who` names the arriving thread (its class and ring round) for the double-arrival check;
+    `first=False` for the later threads of one class arriving together, which are distinct
+    threads (the class is recorded once per phase)."""
     if b is None:
         events.append(FAULT_UNINIT)
         return None
@@ -61,9 +65,9 @@ def arrive(b: Barrier | None, count: int, who: int, events: list[str], tx: int =
     if count > b.pending:
         events.append(FAULT_OVER)
         return b
-    if who in b.arrivers:
+    if first and who in b.arrivers:
         events.append(DOUBLE)
-    b = Barrier(b.phase, b.pending - count, b.expected, b.tx, b.arrivers | {who})
+    b = Barrier(b.phase, b.pending - count, b.expected, b.tx, b.arrivers | {who} if first else b.arrivers)
     return _complete_if_ready(b, events)
 
 
@@ -92,7 +96,7 @@ def complete_tx(b: Barrier | None, nbytes: int, events: list[str]) -> Barrier | 
     return _complete_if_ready(b, events)
 
 
-def arrive_drop(b: Barrier | None, count: int, who: int, events: list[str]) -> Barrier | None:
+def arrive_drop(b: Barrier | None, count: int, who, events: list[str], first: bool = True) -> Barrier | None:
     """`arrive_drop c`: expected -= c for later phases, then arrive c (PTX 9.7.13.15.14; H200 mbar 18)."""
     if b is None:
         events.append(FAULT_UNINIT)
@@ -101,7 +105,7 @@ def arrive_drop(b: Barrier | None, count: int, who: int, events: list[str]) -> B
     if expected <= 0:
         events.append(DROP_TO_ZERO)
         expected = max(expected, 0)
-    return arrive(b._replace(expected=expected), count, who, events)
+    return arrive(b._replace(expected=expected), count, who, events, first=first)
 
 
 def wait_passes(b: Barrier, parity: int) -> bool:

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from .explore import replay
 from .findings import Finding
-from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMPLETE_TX, END, EXPECT_TX, MMA, MMA_WAIT, READ, TMA_LOAD,
-                 WAIT)
+from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, END, EXPECT_TX,
+                 FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT,
+                 WAIT_GROUP, WRITE)
 from .lower import Config
 from .model import Model, State
 
@@ -73,8 +74,23 @@ def describe_thread_step(model: Model, s: State, c: int, gi: int, config: Config
         if ins.e is not None:
             text += f" multicast {ins.e(env):#x}"
         return text, ins.site
-    if op is READ:
-        return f"read {_buf(model, ins.a(env, cta))} tile {ins.b(env)}", ins.site
+    if op is READ or op is WRITE:
+        return f"{op} {_buf(model, ins.a(env, cta))} tile {ins.b(env)}", ins.site
+    if op is TMA_STORE:
+        tile = f" tile {ins.b(env)}" if ins.b is not None else ""
+        return f"tma_store {_buf(model, ins.a(env, cta))}{tile}", ins.site
+    if op is CP_ASYNC:
+        return f"cp_async {_buf(model, ins.a(env, cta))} tile {ins.b(env)}", ins.site
+    if op is WAIT_GROUP:
+        return f"wait_group{'_read' if ins.c else ''} {ins.a(env)}", ins.site
+    if op is MMA_COMMIT:
+        return f"mma_commit {_bar(model, ins.a(env, cta))}", ins.site
+    if op in (COMMIT_GROUP, FENCE_PROXY, FENCE_INIT):
+        return ins.text or op, ins.site
+    if op is INIT:
+        return f"init {_bar(model, ins.a(env, cta))} count {ins.b(env)}", ins.site
+    if op is INVAL:
+        return f"inval {_bar(model, ins.a(env, cta))}", ins.site
     if op is MMA:
         ops = ", ".join(f"{_buf(model, r(env, cta))}" + (f" tile {t(env)}" if t is not None else "") for r, t in ins.a)
         return f"mma_async {ops}", ins.site
@@ -90,6 +106,8 @@ def describe_thread_step(model: Model, s: State, c: int, gi: int, config: Config
             return "syncwarp", ins.site
         if kind == "bar":
             return f"bar_sync {ins.b(env)}, {ins.c(env)}", ins.site
+        if kind == "reconv":
+            return "reconverge (--lockstep)", ins.site
         return kind, ins.site
     if op is BAR_ARRIVE:
         return f"bar_arrive {ins.b(env)}, {ins.c(env)}", ins.site
@@ -120,14 +138,27 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
             text, site = describe_thread_step(model, s, c, gi, config)
             column, who = cl.unit, cl.who
         elif action[0] == "l":
-            buf, tag, nbytes, bar, lsite, src = s.flight[action[1]]
-            column, who, site = ASYNC, "TMA", lsite
-            text = f"{_buf(model, buf)} tile {tag} lands ({nbytes} B -> {_bar(model, bar)})"
+            buf, tag, nbytes, bar, lsite, src, _ = s.flight[action[1]]
+            column, site = ASYNC, lsite
+            if bar >= 0:
+                who, text = "TMA", f"{_buf(model, buf)} tile {tag} lands ({nbytes} B -> {_bar(model, bar)})"
+            else:
+                who, text = "cp.async", f"{_buf(model, buf)} tile {tag} lands"
         elif action[0] == "m":
             done, forming, inflight = s.mmas[action[1]]
-            seq, ops, msite, mc = inflight[0]
-            column, who, site = ASYNC, "wgmma", msite
-            text = f"{model.classes[mc].unit}'s mma_async #{seq} completes"
+            seq, ops, msite, mc, result = inflight[0]
+            column, who, site = ASYNC, "mma", msite
+            text = f"{model.unit_label[action[1]]}'s mma_async #{seq} completes"
+            if result is not None:
+                text += f" (writes tile {result[1]} into {_buf(model, result[0])})"
+        elif action[0] == "s":
+            c, seq, buf, tag, stage, ssite = s.stores[action[1]]
+            column, who, site = ASYNC, "TMA store", ssite
+            text = f"store of tile {tag} from {_buf(model, buf)} " + ("has read its SMEM" if stage == 0 else "completes")
+        elif action[0] == "k":
+            kind, unit, upto, bars, ksite, c, _, _ = s.commits[action[1]]
+            column, who, site = ASYNC, "commit" if kind == "mma" else "cp.async", ksite
+            text = f"{model.classes[c].label}'s arrival on {', '.join(_bar(model, g) for g in bars)} comes"
         else:
             column, who, site = ASYNC, "CTA", -1
             text = f"CTA {action[1]} exits"

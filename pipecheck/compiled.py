@@ -1,0 +1,225 @@
+"""Thread-class programs compiled for execution: closures over registers, liveness masks.
+
+Each instruction's operands become Python closures of the thread's register tuple;
+barrier and buffer references become closures that return flat ids and check bounds.
+Registers dead at a visible instruction are cleared there, so equal states compare equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
+                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
+                 MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
+                 Program, RConst, ROp, RRef, RRing, RVar, Site, compile_expr)
+from .layout import Layout
+
+RefFn = Callable[[tuple, int], int]  # (registers, own CTA) -> flat id
+
+
+@dataclass
+class CInstr:
+    """A compiled instruction; the meaning of a..e depends on the opcode (see `compile_program`)."""
+
+    op: str
+    site: int
+    target: int
+    live: tuple[bool, ...] | None  # registers to keep at this visible instruction (None: all)
+    a: object = None
+    b: object = None
+    c: object = None
+    d: object = None
+    e: object = None
+    text: str = ""
+
+
+def _vars(e) -> set[int]:
+    if isinstance(e, (RVar, RRing)):
+        return {e.slot}
+    if isinstance(e, ROp):
+        out: set[int] = set()
+        for a in e.args:
+            out |= _vars(a)
+        return out
+    if isinstance(e, RRef):
+        out = set()
+        for i in e.indices:
+            out |= _vars(i)
+        if e.cta is not None:
+            out |= _vars(e.cta)
+        return out
+    if isinstance(e, tuple):
+        out = set()
+        for x in e:
+            out |= _vars(x)
+        return out
+    return set()
+
+
+GHOST_USERS = (MMA, MMA_WAIT, MMA_COMMIT, COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE)
+
+
+def liveness(prog: Program) -> list[frozenset[int]]:
+    """Registers live on entry to each instruction (backward dataflow)."""
+    n = len(prog.instrs)
+    uses: list[set[int]] = []
+    defs: list[set[int]] = []
+    succ: list[list[int]] = []
+    for pc, ins in enumerate(prog.instrs):
+        u, d = set(), set()
+        if ins.op == LET:
+            d.add(ins.args[0])
+            u |= _vars(ins.args[1])
+        elif ins.op == CHOOSE:
+            d.add(ins.args[0])
+            u |= _vars(ins.args[1:])
+        elif ins.op == RING:
+            d.add(ins.args[0])
+        elif ins.op == ADVANCE:
+            u.add(ins.args[0])
+            d.add(ins.args[0])
+        else:
+            u |= _vars(ins.args)
+            if ins.op in GHOST_USERS:
+                u.add(ins.args[-1])
+        uses.append(u)
+        defs.append(d)
+        if ins.op == JUMP:
+            succ.append([ins.target])
+        elif ins.op == BRANCH:
+            succ.append([pc + 1, ins.target])
+        elif ins.op == END:
+            succ.append([])
+        else:
+            succ.append([pc + 1])
+    live_in = [frozenset()] * n
+    changed = True
+    while changed:
+        changed = False
+        for pc in range(n - 1, -1, -1):
+            out: set[int] = set()
+            for s_ in succ[pc]:
+                out |= live_in[s_]
+            new = frozenset(uses[pc] | (out - defs[pc]))
+            if new != live_in[pc]:
+                live_in[pc] = new
+                changed = True
+    return live_in
+
+
+def compile_ref(layout: Layout, ref: RRef, site: int, barrier: bool) -> RefFn:
+    base, dims = (layout.bar_base if barrier else layout.buf_base)[ref.name]
+    per = layout.nbar if barrier else layout.nbuf
+    ncta = layout.ncta
+    cta_f = compile_expr(ref.cta) if ref.cta is not None else None
+    if all(isinstance(i, RConst) for i in ref.indices):
+        flat = 0
+        for i, d in zip(ref.indices, dims):
+            flat = flat * d + i.value
+        off = base + flat
+        if cta_f is None:
+            return lambda env, cta: cta * per + off
+    idx = [compile_expr(i) for i in ref.indices]
+    name = ref.name
+
+    def f(env: tuple, cta: int) -> int:
+        flat = 0
+        for fn, d in zip(idx, dims):
+            v = fn(env)
+            if not 0 <= v < d:
+                raise EvalError(f"index {v} of '{name}' is out of range 0..{d - 1}", site)
+            flat = flat * d + v
+        if cta_f is not None:
+            c = cta_f(env)
+            if not 0 <= c < ncta:
+                raise EvalError(f"CTA {c} is outside the cluster of {ncta}", site)
+            cta = c
+        return cta * per + base + flat
+
+    return f
+
+
+def _round(ref: RRef):
+    """For a barrier indexed by a ring (`empty[st.index]`): which round of the ring an arrival belongs to.
+
+    Two arrivals by one thread on one barrier phase are a double arrival only when they
+    belong to the same round; an arrival of the next round landing early is phase drift."""
+    for i in ref.indices:
+        if isinstance(i, RRing) and i.attr == "index":
+            slot, stages = i.slot, i.stages
+            return lambda env, slot=slot, stages=stages: (slot, env[slot] // stages)
+    return None
+
+
+def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CInstr]:
+    live = liveness(prog)
+    out: list[CInstr] = []
+    bar = lambda r, site: compile_ref(layout, r, site, True)  # noqa: E731
+    buf = lambda r, site: compile_ref(layout, r, site, False)  # noqa: E731
+    opt = lambda e: compile_expr(e) if e is not None else None  # noqa: E731
+    for pc, ins in enumerate(prog.instrs):
+        mask = None
+        if ins.op not in LOCAL_OPS:
+            lv = tuple(i in live[pc] for i in range(prog.nslots))
+            mask = lv if not all(lv) else None
+        ci = CInstr(ins.op, ins.site, ins.target, mask, text=sites[ins.site].text if ins.site >= 0 else "")
+        a, op, site = ins.args, ins.op, ins.site
+        if op == LET:
+            ci.a, ci.b = a[0], compile_expr(a[1])
+        elif op == CHOOSE:
+            ci.a, ci.b, ci.c = a[0], compile_expr(a[1]), compile_expr(a[2])
+        elif op in (RING, ADVANCE):
+            ci.a = a[0]
+        elif op == BRANCH:
+            ci.a = compile_expr(a[0])
+        elif op == WAIT:
+            ci.a, ci.b = bar(a[0], site), compile_expr(a[1])
+            p = a[1]
+            if isinstance(p, RRing) and p.attr == "phase":
+                slot, st, ph = p.slot, p.stages, p.phase0
+                ci.c = lambda env, slot=slot, st=st, ph=ph: env[slot] // st - ph
+        elif op == ARRIVE:
+            ci.a, ci.b, ci.c, ci.d = bar(a[0], site), compile_expr(a[1]), opt(a[2]), _round(a[0])
+        elif op in (EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, INIT):
+            ci.a, ci.b = bar(a[0], site), compile_expr(a[1])
+            if op == ARRIVE_DROP:
+                ci.d = _round(a[0])
+        elif op == INVAL:
+            ci.a = bar(a[0], site)
+        elif op == TMA_LOAD:
+            ci.a, ci.b, ci.c, ci.d, ci.e = buf(a[0], site), compile_expr(a[1]), compile_expr(a[2]), bar(a[3], site), opt(a[4])
+        elif op == CP_ASYNC:
+            ci.a, ci.b, ci.d = buf(a[0], site), compile_expr(a[1]), a[2]
+        elif op == CP_ASYNC_ARRIVE:
+            ci.a, ci.d = bar(a[0], site), a[1]
+        elif op in (READ, WRITE):
+            ci.a, ci.b = buf(a[0], site), compile_expr(a[1])
+        elif op == TMA_STORE:
+            ci.a, ci.b = buf(a[0], site), opt(a[1])
+        elif op == MMA:
+            ci.a = tuple((buf(r, site), opt(t)) for r, t in a[0])
+            ci.c = (buf(a[1][0], site), opt(a[1][1])) if a[1] is not None else None
+            ci.b = a[2]
+        elif op == MMA_WAIT:
+            ci.a, ci.b = compile_expr(a[0]), a[1]
+        elif op == MMA_COMMIT:
+            ci.a, ci.e, ci.b, ci.d = bar(a[0], site), opt(a[1]), a[2], _round(a[0])
+        elif op == COMMIT_GROUP:
+            ci.b = a[0]
+        elif op == WAIT_GROUP:
+            ci.a, ci.c, ci.b = compile_expr(a[0]), bool(a[1]), a[2]
+        elif op in (COLL, COLL_WAIT):
+            kind = a[0]
+            ci.a = kind
+            if kind == "bar":
+                ci.b, ci.c = compile_expr(a[1]), compile_expr(a[2])
+            elif kind in ("elect", "syncwarp"):
+                ci.b = a[1]
+                ci.c = a[2] if kind == "elect" else None
+        elif op == BAR_ARRIVE:
+            ci.b, ci.c = compile_expr(a[0]), compile_expr(a[1])
+        elif op not in (END, JUMP, FENCE_PROXY, FENCE_INIT):
+            raise EvalError(f"'{op}' is not supported by this version of the model", site)
+        out.append(ci)
+    return out

@@ -1,0 +1,370 @@
+"""What each thread class and asynchronous operation may still do: the model's side of the reduction.
+
+For every group of threads the future is computed by running its own code (no shared
+value decides its control flow, except waits it may block on), so each operation has a
+concrete barrier, buffer and tile. Each becomes a `por.Op`: the objects it reads, writes
+or increments, the resources it provides (arrivals, bytes, joins, completions), and what
+it needs to run. `por` turns these into persistent sets.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import semantics as S
+from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
+                 CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
+                 MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError)
+from .por import Op, Process
+
+if TYPE_CHECKING:
+    from .model import Model, State
+
+FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
+
+
+class Futures:
+    def __init__(self, model: "Model"):
+        self.m = model
+        self.cache: dict = {}
+        self.op_cache: dict = {}
+        lay = model.layout
+        self.cta_bufs = [tuple(range(k * lay.nbuf, (k + 1) * lay.nbuf)) for k in range(lay.ncta)]
+
+    def process_of(self, action: tuple) -> tuple:
+        if action[0] == "t":
+            return ("g", action[1], action[2])
+        return action[:2]
+
+    # ------------------------------------------------------------ a group's own future
+    def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
+        """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon)."""
+        key = (c, pc, env, m)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        model = self.m
+        code = model.code[c]
+        cta = model.classes[c].cta
+        lay = model.layout
+        ops: list[tuple] = []
+        exhaustive = False
+        try:
+            if code[pc].op in LOCAL_OPS:
+                nxt = model.settle(c, pc, env)
+                if len(nxt) != 1:
+                    raise EvalError("", -1)
+                pc, env = nxt[0]
+            for _ in range(FUTURE_HORIZON):
+                ins = code[pc]
+                op = ins.op
+                env2 = env
+                skip = 1
+                if op is END:
+                    exhaustive = True
+                    break
+                if op is WAIT:
+                    ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
+                elif op is ARRIVE or op is ARRIVE_DROP:
+                    tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
+                    ops.append(("arrive", ins.a(env, cta), ins.b(env) * m, tx != 0))
+                elif op is EXPECT_TX or op is COMPLETE_TX:
+                    ops.append(("tx", ins.a(env, cta)))
+                elif op is TMA_LOAD:
+                    buf, bar = ins.a(env, cta), ins.d(env, cta)
+                    targets = [cta]
+                    if ins.e is not None:
+                        mask = ins.e(env)
+                        targets = [k for k in range(lay.ncta) if mask >> k & 1]
+                    ops.append(("load", tuple((k * lay.nbuf + buf % lay.nbuf, k * lay.nbar + bar % lay.nbar, k)
+                                              for k in targets)))
+                elif op is CP_ASYNC:
+                    ops.append(("cpasync", ins.a(env, cta), c))
+                    env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
+                elif op is CP_ASYNC_ARRIVE:
+                    ops.append(("late_arrive", (ins.a(env, cta),), m))
+                elif op is READ:
+                    ops.append(("read", ins.a(env, cta)))
+                elif op is WRITE:
+                    ops.append(("write", ins.a(env, cta), ins.b(env)))
+                elif op is FENCE_PROXY:
+                    ops.append(("fence", cta))
+                elif op is TMA_STORE:
+                    ops.append(("store", ins.a(env, cta), c))
+                elif op is COMMIT_GROUP:
+                    ops.append(("commit", c))
+                    env2 = env[:ins.b] + (env[ins.b] + 1,) + env[ins.b + 1:]
+                elif op is WAIT_GROUP:
+                    ops.append(("wgroup", c, env[ins.b] - ins.a(env), ins.c))
+                elif op is MMA:
+                    u = model.mma_unit[c]
+                    seq = env[ins.b]
+                    out = ins.c[0](env, cta) if ins.c is not None else -1
+                    ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
+                    env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
+                elif op is MMA_WAIT:
+                    ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
+                elif op is MMA_COMMIT:
+                    gid = ins.a(env, cta)
+                    bars = (gid,)
+                    if ins.e is not None:
+                        mask = ins.e(env)
+                        bars = tuple(k * lay.nbar + gid % lay.nbar for k in range(lay.ncta) if mask >> k & 1)
+                    ops.append(("late_arrive", bars, 1))
+                elif op is COLL or op is COLL_WAIT:
+                    k, n = model.coll_key(c, ins, env)
+                    if op is COLL:
+                        ops.append(("coll", k, m, n))
+                        skip = 2
+                    ops.append(("cwait", k, n))
+                elif op is BAR_ARRIVE:
+                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env)))
+                elif op is INIT or op is INVAL:
+                    ops.append(("init", ins.a(env, cta)))
+                elif op is FENCE_INIT:
+                    ops.append(("finit",))
+                else:
+                    break
+                nxt = model.settle(c, pc + skip, env2)
+                if len(nxt) != 1:
+                    break
+                pc, env = nxt[0]
+        except (EvalError, ZeroDivisionError):
+            exhaustive = False
+        if exhaustive:
+            ops.append(("end", cta))
+        out = (tuple(ops), exhaustive)
+        self.cache[key] = out
+        return out
+
+    # ------------------------------------------------------------ footprints
+    def _bar_use(self, gid: int) -> tuple:
+        cta = gid // self.m.layout.nbar if self.m.layout.nbar else 0
+        fp: tuple = ((("exited", cta), "r"),)
+        if self.m.uses_init:
+            fp += ((("vis",), "r"),)
+        return fp
+
+    def _landing(self, buf: int, bar: int, cta: int, provider: tuple) -> Op:
+        lay = self.m.layout
+        fp: tuple = tuple((("buf", b), "w") for b in (buf,) + lay.overlaps[buf])
+        fp += ((("rd", buf), "r"), (("srd", buf), "r"), (("inflight", buf), "i"), (("flight", cta), "i"))
+        if bar >= 0:
+            fp += ((("bar", bar), "t"),)
+        return Op(fp, (provider,))
+
+    def op(self, s: "State", d: tuple) -> Op:
+        if d[0] in ("wait", "mwait", "cwait", "wgroup"):
+            return self._op(s, d)
+        hit = self.op_cache.get(d)
+        if hit is None:
+            hit = self.op_cache[d] = self._op(s, d)
+        return hit
+
+    def _op(self, s: "State", d: tuple) -> Op:
+        """One future operation in state s: its footprint, what it provides, what it needs."""
+        lay = self.m.layout
+        kind = d[0]
+        if kind == "end":
+            return Op((), ((("done", d[1]), 1),))
+        if kind == "wait":
+            gid, parity = d[1], d[2]
+            b = s.bars[gid]
+            fp = ((("bar", gid), "r"),) + self._bar_use(gid)
+            if b is None:
+                return Op(fp, needs=lambda av: False)
+            if S.wait_passes(b, parity):
+                return Op(fp)
+            pending, tx = b.pending, b.tx
+            arr, txk = ("arr", gid), ("tx", gid)
+            return Op(fp, needs=lambda av: av[arr] >= pending and (tx == 0 or av[txk] > 0), need_resources=(arr, txk))
+        if kind == "arrive":
+            gid = d[1]
+            prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
+            return Op(((("bar", gid), "c", d[2]),) + self._bar_use(gid), prov)
+        if kind == "tx":
+            return Op(((("bar", d[1]), "t"),) + self._bar_use(d[1]), ((("tx", d[1]), 1),))
+        if kind == "load":
+            fp: tuple = ()
+            spawns = []
+            for buf, bar, k in d[1]:
+                fp += ((("flight", k), "i"), (("inflight", buf), "i")) + self._bar_use(bar)
+                spawns.append(self._landing(buf, bar, k, (("tx", bar), 1)))
+            return Op(fp, spawns=tuple(spawns))
+        if kind == "cpasync":
+            buf, c = d[1], d[2]
+            k = buf // lay.nbuf
+            return Op(((("flight", k), "i"), (("inflight", buf), "i")),
+                      spawns=(self._landing(buf, -1, k, (("cp", c), 1)),))
+        if kind == "late_arrive":  # tcgen05.commit / cp.async arrive: the arrival comes later, by itself
+            fp = tuple((("commits", g // lay.nbar), "i") for g in d[1])
+            spawns = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
+                              ((("arr", g), d[2]),)) for g in d[1])
+            return Op(fp, spawns=spawns)
+        if kind == "read":
+            buf = d[1]
+            return Op(((("buf", buf), "r"), (("inflight", buf), "r"), (("mmaout", buf), "r")))
+        if kind == "write":
+            buf = d[1]
+            # writers of the same tile commute (the tag ends the same); aliases are clobbered
+            fp = ((("buf", buf), "k", d[2]),) + tuple((("buf", b), "w") for b in lay.overlaps[buf])
+            fp += tuple(x for b in (buf,) + lay.overlaps[buf]
+                        for x in ((("srd", b), "r"), (("rd", b), "r"), (("inflight", b), "r")))
+            fp += ((("dirty", buf), "i"),) + tuple((("bar", g), "r") for g in lay.bar_overlaps[buf])
+            return Op(fp)
+        if kind == "fence":
+            return Op(tuple((("dirty", b), "i") for b in self.cta_bufs[d[1]]))
+        if kind == "store":
+            buf, c = d[1], d[2]
+            k = buf // lay.nbuf
+            span = (buf,) + lay.overlaps[buf]
+            fp = ((("buf", buf), "r"), (("srd", buf), "i"), (("stores", k), "i")) + tuple((("dirty", b), "w") for b in span)
+            steps = Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1), (("sdone", c), 1)))
+            return Op(fp, spawns=(steps,))
+        if kind == "commit":
+            return Op(((("sgrp", d[1]), "i"),))
+        if kind == "wgroup":
+            c, limit, read_only = d[1], d[2], d[3]
+            need = sum(1 for cl, seq, b, t, st, si in s.stores if cl == c and 0 <= seq < limit and (st == 0 or not read_only))
+            res = ("sread" if read_only else "sdone", c)
+            fp = ((("sgrp", c), "r"),)
+            if need == 0:
+                return Op(fp)
+            return Op(fp, needs=lambda av: av[res] >= need, need_resources=(res,))
+        if kind == "join":
+            u, seq, bufs, m, out = d[1], d[2], d[3], d[4], d[5]
+            fp = tuple((("buf", b), "r") for b in bufs) + tuple((("rd", b), "i") for b in bufs)
+            if out >= 0:
+                fp += ((("mmaout", out), "i"),)
+            return Op(fp, ((("join", u, seq), m),))
+        if kind == "mwait":
+            u, need = d[1], d[2]
+            fp = ((("mmadone", u), "r"),)
+            if need <= s.mmas[u][0]:
+                return Op(fp)
+            key = ("mdone", u, need - 1)
+            return Op(fp, needs=lambda av: av[key] > 0, need_resources=(key,))
+        if kind == "coll":
+            # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
+            fp = ((("coll", d[1]), "c", d[2]),) + (((("vis",), "w"),) if self.m.uses_init else ())
+            return Op(fp, ((("coll", d[1]), d[2]),))
+        if kind == "cwait":
+            key, n = d[1], d[2]
+            now = next((a for k, a, _ in s.colls if k == key), 0)
+            res = ("coll", key)
+            return Op((), needs=lambda av: now + av[res] >= n, need_resources=(res,))
+        if kind == "init":
+            return Op(((("bar", d[1]), "w"), (("vis",), "w")))
+        if kind == "finit":
+            return Op(((("vis",), "w"),))
+        raise AssertionError(kind)
+
+    # ------------------------------------------------------------ every process of a state
+    def processes(self, s: "State", enabled: set) -> tuple[list[Process], dict]:
+        model = self.m
+        lay = model.layout
+        procs: list[Process] = []
+        max_seq: dict[int, int] = {}
+        join_info: dict[tuple[int, int], tuple] = {}
+        for c, groups in enumerate(s.locs):
+            for gi, ((pc, env), m) in enumerate(groups):
+                if model.code[c][pc].op is END:
+                    continue
+                key = ("g", c, gi)
+                if model.code[c][pc].op in LOCAL_OPS:  # an unsettled start: the head is a local choice
+                    procs.append(Process(key, key in enabled, [Op(())], False))
+                    continue
+                descs, exhaustive = self.future(c, pc, env, m)
+                for d in descs:
+                    if d[0] == "join":
+                        max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
+                        join_info[(d[1], d[2])] = (d[3], d[5])
+                procs.append(Process(key, key in enabled, [self.op(s, d) for d in descs], exhaustive))
+        for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
+            key = ("l", i)
+            if key in enabled:  # not a duplicate of the copy before it
+                prov = (("tx", bar), 1) if bar >= 0 else (("cp", src), 1)
+                procs.append(Process(key, True, [self._landing(buf, bar, buf // lay.nbuf, prov)], True))
+        for u, (done, forming, inflight) in enumerate(s.mmas):
+            ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
+            if ops:
+                procs.append(Process(("m", u), ("m", u) in enabled, ops, True))
+        for i, (c, seq, buf, tag, stage, site) in enumerate(s.stores):
+            key = ("s", i)
+            k = buf // lay.nbuf
+            if key not in enabled:
+                continue
+            read = Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1),))
+            done_op = Op(((("sgrp", c), "i"), (("stores", k), "i")), ((("sdone", c), 1),))
+            procs.append(Process(key, True, [read, done_op] if stage == 0 else [done_op], True))
+        for i, (kind, who, upto, bars, site, c, _, cnt) in enumerate(s.commits):
+            key = ("k", i)
+            fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g)
+                                                 + ((("commits", g // lay.nbar), "i"),)))
+            prov = tuple((("arr", g), cnt) for g in bars)
+            if key in enabled:
+                procs.append(Process(key, True, [Op(fp, prov)], True))
+            elif kind == "mma":
+                need = ("mdone", who, upto - 1)
+                procs.append(Process(key, False, [Op(fp, prov, needs=lambda av, need=need: av[need] > 0,
+                                                     need_resources=(need,))], True))
+            else:
+                pending = sum(1 for op in s.flight if op[5] == who and op[3] < 0 and op[6] < upto)
+                res = ("cp", who)
+                procs.append(Process(key, False, [Op(fp, prov, needs=lambda av, p=pending, r=res: av[r] >= p,
+                                                     need_resources=(res,))], True))
+        for cta, gone in enumerate(s.exited):
+            if gone:
+                continue
+            left = sum(1 for c in model.cta_classes[cta] for (pc, _), _ in s.locs[c] if model.code[c][pc].op is not END)
+            key = ("x", cta)
+            res = ("done", cta)
+            fp = tuple((obj, "r") for obj in (("flight", cta), ("mmaexit", cta), ("stores", cta), ("commits", cta))) \
+                + ((("exited", cta), "w"),)
+            procs.append(Process(key, key in enabled, [Op(fp, needs=lambda av, res=res, left=left: av[res] >= left,
+                                                          need_resources=(res,))], True))
+        budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
+        arrived = {k: a for k, a, _ in s.colls}
+        for key, n in self._coll_sizes(s):
+            budgets[("coll", key)] = n - arrived.get(key, 0)
+        return procs, budgets
+
+    def _coll_sizes(self, s: "State"):
+        for c, groups in enumerate(s.locs):
+            for (pc, env), m in groups:
+                if self.m.code[c][pc].op is END or self.m.code[c][pc].op in LOCAL_OPS:
+                    continue
+                for d in self.future(c, pc, env, m)[0]:
+                    if d[0] == "coll":
+                        yield d[1], d[3]
+
+    def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: dict, join_info: dict) -> list[Op]:
+        model = self.m
+        cta = model.unit_cta[u]
+        formed = {seq: (ops, out) for seq, ops, _, _, out in inflight}
+        joined = {seq: n for seq, n, _ in forming}
+        top = max([max_seq.get(u, -1)] + list(formed) + list(joined))
+        ops: list[Op] = []
+        for j in range(done, top + 1):
+            if j in formed:
+                bufs = [b for b, _ in formed[j][0]]
+                out = formed[j][1][0] if formed[j][1] is not None else -1
+            else:
+                forming_ops = next((o for seq, _, o in forming if seq == j), None)
+                if forming_ops is not None:
+                    bufs, out = [b for b, _ in forming_ops], join_info.get((u, j), ((), -1))[1]
+                elif (u, j) in join_info:
+                    bufs, out = list(join_info[(u, j)][0]), join_info[(u, j)][1]
+                else:
+                    break  # no thread can form this group within the horizon
+            fp = ((("mmadone", u), "w"), (("mmaexit", cta), "i")) + tuple((("rd", b), "i") for b in bufs)
+            if out >= 0:
+                fp += ((("mmaout", out), "i"), (("buf", out), "w")) + tuple((("buf", h), "w") for h in model.layout.overlaps[out])
+            prov = ((("mdone", u, j), 1),)
+            if j in formed:
+                ops.append(Op(fp, prov, needs=None if j == done else (lambda av, k=("mdone", u, j - 1): av[k] > 0)))
+            else:
+                need = model.unit_size[u] - joined.get(j, 0)
+                jk, pk = ("join", u, j), ("mdone", u, j - 1)
+                ops.append(Op(fp, prov, needs=(lambda av, jk=jk, pk=pk, need=need, first=(j == done):
+                                               av[jk] >= need and (first or av[pk] > 0)), need_resources=(jk, pk)))
+        return ops
