@@ -593,8 +593,11 @@ class _BodyContext:
             if sv < 1:
                 raise error("value", f"a ring needs at least 1 stage, not {sv}", s.stages.span)
             if phase is not None:
-                pv = eval_const(phase, self.c.env, "a ring's initial phase")
-                if pv not in (0, 1):
+                try:
+                    pv = eval_const(phase, self.c.env, "a ring's initial phase")
+                except SpecError:
+                    pv = None  # may depend on the thread (OrderedSequenceBarrier: group 0 starts at 1)
+                if pv is not None and pv not in (0, 1):
                     raise error("value", f"a ring's initial phase is 0 or 1, not {pv}", s.phase.span)
             name = self.local(s.name, "ring", scope, subst, depth, s.span)
             return A.RingDecl(name, stages, phase, s.span)

@@ -44,7 +44,7 @@ class RRing:
     slot: int
     name: str
     stages: int
-    phase0: int
+    phase0: "int | RExpr"  # an expression over the thread's identity until specialised
     attr: str  # index | phase | count
 
 

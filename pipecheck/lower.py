@@ -211,9 +211,11 @@ class _Resolver:
         if isinstance(s, A.RingDecl):
             stages = self.expr(s.stages, scope, pre)
             phase = self.expr(s.phase, scope, pre) if s.phase is not None else RConst(0)
-            assert isinstance(stages, RConst) and isinstance(phase, RConst)
+            assert isinstance(stages, RConst)
+            if not _is_static(phase):
+                raise error("value", "a ring's initial phase may depend on which thread runs, not on loop values", s.span)
             slot = self.new_slot(s.name)
-            scope[s.name] = ("ring", slot, stages.value, phase.value)
+            scope[s.name] = ("ring", slot, stages.value, phase.value if isinstance(phase, RConst) else phase)
             return ("ring", slot, site())
         if isinstance(s, A.Advance):
             b = scope[s.ring]
@@ -391,8 +393,15 @@ class _Specialiser:
         self.code: list[Instr] = []
 
     def peval(self, e: RExpr | None, site: int) -> RExpr | None:
-        if e is None or isinstance(e, (RConst, RVar, RRing)):
+        if e is None or isinstance(e, (RConst, RVar)):
             return e
+        if isinstance(e, RRing):
+            if isinstance(e.phase0, int):
+                return e
+            ph = self.peval(e.phase0, site)
+            if not isinstance(ph, RConst) or ph.value not in (0, 1):
+                raise error("value", f"ring {e.name}'s initial phase must be 0 or 1 for every thread", None)
+            return RRing(e.slot, e.name, e.stages, ph.value, e.attr)
         if isinstance(e, RBuiltin):
             return RConst(self.ident.builtin(e.name))
         if isinstance(e, RElect):
@@ -581,6 +590,8 @@ def signature_nodes(code: RoleCode) -> list:
         elif isinstance(e, RChoice):
             for i in e.index:
                 expr(i)
+        elif isinstance(e, RRing) and not isinstance(e.phase0, int):
+            expr(e.phase0)
 
     def block(stmts) -> None:
         for s in stmts:

@@ -336,9 +336,12 @@ class _Build(Transformer):
     def exit_stmt(self, meta, c):
         return A.Exit(self.s(meta))
 
+    def proc_name(self, c):
+        return ".".join(str(x) for x in c)
+
     @v_args(meta=True)
     def call_stmt(self, meta, c):
-        return A.CallStmt(str(c[0]), tuple(a for a in c[1:] if a is not None), self.s(meta))
+        return A.CallStmt(c[0], tuple(a for a in c[1:] if a is not None), self.s(meta))
 
     # --- declarations
     def dims(self, c):
