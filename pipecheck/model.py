@@ -51,8 +51,9 @@ Action = tuple
 class Model:
     """The explorer-facing transition system for one configuration."""
 
-    def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site]):
+    def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False):
         self.kernel = kernel
+        self.lockstep = lockstep
         self.classes = classes
         self.sites = sites
         self.layout = Layout(kernel)
@@ -86,7 +87,25 @@ class Model:
         self.cta_threads = sum(r.instances * r.threads for r in kernel.roles)
         self.reconv = self._reconvergence_counts()
         self.uses_init = any(i.op in (INIT, FENCE_INIT) for cl in classes for i in cl.program.instrs)
+        self.partners = self._lockstep_partners() if lockstep else {}
         self.futures = Futures(self)
+
+    def _lockstep_partners(self) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
+        """--lockstep: the classes of one warp that execute a statement execute it together (SIMT).
+
+        Maps (class, pc) to every (class, pc) of its warp at the same statement."""
+        by_site: dict[tuple, list[tuple[int, int]]] = {}
+        for cl in self.classes:
+            for pc, ins in enumerate(self.code[cl.id]):
+                if ins.op in LOCAL_OPS or ins.op in (END, COLL, COLL_WAIT) or ins.site < 0:
+                    continue
+                by_site.setdefault((cl.cta, cl.role, cl.instance, cl.warp, ins.site), []).append((cl.id, pc))
+        out = {}
+        for members in by_site.values():
+            if len({c for c, _ in members}) > 1:
+                for m in members:
+                    out[m] = tuple(sorted(members))
+        return out
 
     def _reconvergence_counts(self) -> dict[tuple, int]:
         """--lockstep: how many lanes of each warp reach each reconvergence point."""
@@ -178,7 +197,10 @@ class Model:
                 if ins.op is END or ins.op is COLL_WAIT:
                     continue
                 try:
-                    self._thread(s, c, gi, pc, env, m, ins, out)
+                    if (c, pc) in self.partners:
+                        self._together(s, c, gi, pc, out)
+                    else:
+                        self._thread(s, c, gi, pc, env, m, ins, out)
                 except ZeroDivisionError:
                     raise EvalError("division by zero", ins.site) from None
         prev = None
@@ -574,6 +596,34 @@ class Model:
             self._coll_count(s, c, gi, pc, env, m, ins, out, ("b", cta, ins.b(env)), ins.c(env), blocking=False)
         else:
             raise EvalError(f"'{op}' is not supported by this version of the model", ins.site)
+
+    def _together(self, s: State, c: int, gi: int, pc: int, out: list) -> None:
+        """--lockstep: the lowest class of a warp's converged set runs the statement for all of them at once."""
+        members = self.partners[(c, pc)]
+        if members[0][0] != c:
+            return
+        places = []
+        for mc, mpc in members:
+            gj = next((j for j, ((p, _), _) in enumerate(s.locs[mc]) if p == mpc), None)
+            if gj is None:
+                return  # a lane of this warp has not reached the statement yet: wait for it
+            places.append((mc, mpc))
+        states: list[tuple[State, tuple]] = [(s, ())]
+        for mc, mpc in places:
+            nxt: list[tuple[State, tuple]] = []
+            for cur, found in states:
+                gj = next((j for j, ((p, _), _) in enumerate(cur.locs[mc]) if p == mpc), None)
+                if gj is None:
+                    continue
+                (_, env), m = cur.locs[mc][gj]
+                step: list = []
+                self._thread(cur, mc, gj, mpc, env, m, self.code[mc][mpc], step)
+                nxt.extend((t, found + f) for _, t, f in step)
+            states = nxt
+            if not states:
+                return  # blocked for one of them: blocked for all
+        for k, (t, found) in enumerate(states):
+            out.append((("t", c, gi, k), t, found))
 
     def _barrier_op(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
         op = ins.op

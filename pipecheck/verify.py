@@ -22,6 +22,7 @@ from .parse import load_spec
 from .por import Reduced
 
 VERDICTS = ("verified", "findings", "inconclusive")
+SCHEDULING_BUDGET = 50_000  # states of the lockstep re-run that decides whether findings need lanes to run apart
 EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
 
 
@@ -31,6 +32,9 @@ class Options:
     elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice
     limits: Limits = Limits(max_states=2_000_000, stop_at_first=True)
     reduce: bool = True  # partial-order reduction (switchable for measurement)
+    lockstep: bool = False  # each warp reconverges at the end of every branch (--lockstep)
+    check_scheduling: bool = True  # say which findings need independent thread scheduling
+    only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Issue:
     configs: list[Config]
     condition: str
     on_hardware: bool | None  # whether the H200's elect choice shows it; None without elect()
+    needs_independent_scheduling: bool = False  # gone when every warp reconverges after each branch
 
     @property
     def code(self) -> str:
@@ -106,12 +111,14 @@ def verify_file(path: str, options: Options = Options(),
     start = time.perf_counter()
     sources: dict[str, str] = {}
     kernel = load_checked(path, dict(options.overrides), sources)
-    codes, sites = resolve_roles(kernel, sources)
+    codes, sites = resolve_roles(kernel, sources, options.lockstep)
     try:
         cclasses = config_classes(kernel, codes, options.elect)
     except EvalError as exc:
         raise error("value", str(exc), _site_span(sites, exc.site)) from None
     esites = elect_sites(codes, sites)
+    if options.only is not None:
+        cclasses = [cc for cc in cclasses if any(cfg in cc.members for cfg in options.only)]
     runs: list[Run] = []
     stopped = None
     for cc in cclasses:
@@ -123,8 +130,9 @@ def verify_file(path: str, options: Options = Options(),
                 break
             limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
         try:
-            model = Model(kernel, cc.classes, sites)
-            system = Reduced(model) if options.reduce else model
+            model = Model(kernel, cc.classes, sites, options.lockstep)
+            # the reduction does not know that lockstep moves several classes in one step
+            system = Reduced(model) if options.reduce and not options.lockstep else model
             exp = explore(system, limits, progress)
         except EvalError as exc:
             raise error("value", str(exc), _site_span(sites, exc.site)) from None
@@ -132,6 +140,8 @@ def verify_file(path: str, options: Options = Options(),
         if exp.stopped and exp.stopped != "first-finding":
             stopped = exp.stopped
     issues = _collect(runs, cclasses, esites, options)
+    if issues and not options.lockstep and options.check_scheduling and stopped is None:
+        _mark_scheduling(path, issues, options)
     if issues:
         verdict = "findings"
     elif stopped or len(runs) < len(cclasses):
@@ -140,6 +150,18 @@ def verify_file(path: str, options: Options = Options(),
         verdict = "verified"
     return Result(path, kernel, options, verdict, issues, runs, sites, sources, esites,
                   time.perf_counter() - start, stopped)
+
+
+def _mark_scheduling(path: str, issues: list[Issue], options: Options) -> None:
+    """Run again with every warp reconverging after each branch (--lockstep): when that run verifies,
+    every finding needed lanes of a warp to run apart. Otherwise nothing is claimed."""
+    from dataclasses import replace
+    limits = replace(options.limits, stop_at_first=True, max_states=SCHEDULING_BUDGET)
+    failing = tuple(i.run.config for i in issues)  # only the configurations that showed something
+    again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing))
+    if again.verdict == "verified":
+        for i in issues:
+            i.needs_independent_scheduling = True
 
 
 def _collect(runs: list[Run], cclasses: list[ConfigClass], esites: list[ElectSite], options: Options) -> list[Issue]:

@@ -34,6 +34,15 @@ def config_text(result: Result, config: Config) -> str:
 
 
 def when_text(result: Result, issue: Issue) -> str:
+    text = _condition_text(issue, result)
+    if issue.needs_independent_scheduling:
+        its = ("it needs independent thread scheduling: lanes of one warp running apart after a branch "
+               "(with --lockstep, where each warp reconverges after every branch, it does not happen)")
+        text = f"{text}; {its}" if text else its
+    return text
+
+
+def _condition_text(issue: Issue, result: Result) -> str:
     if not issue.condition:
         if issue.on_hardware is None or len(result.runs) <= 1:
             return ""

@@ -31,6 +31,7 @@ def to_dict(result: Result) -> dict:
             "code": issue.code, "severity": "error", "message": issue.finding.message,
             "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
             "configuration": v.config_text or None, "why": v.why, "trace": steps, "barriers": v.barriers,
+            "needs_independent_scheduling": issue.needs_independent_scheduling,
         })
     static = [{"code": d.code, "severity": d.severity, "message": d.message, "location": _loc(d.span)} for d in result.static]
     return {
@@ -39,7 +40,8 @@ def to_dict(result: Result) -> dict:
         "kernel": result.kernel.name,
         "arch": result.kernel.arch,
         "params": result.params,
-        "semantics": {"elect": result.options.elect, "reduction": result.options.reduce},
+        "semantics": {"elect": result.options.elect, "reduction": result.options.reduce,
+                      "lockstep": result.options.lockstep},
         "verdict": result.verdict,
         "exit_code": result.exit_code,
         "stopped": result.stopped,
