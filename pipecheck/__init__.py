@@ -1,0 +1,2 @@
+"""pipecheck: a model checker for TMA/mbarrier pipeline protocols."""
+__version__ = "0.1.0"

@@ -26,6 +26,10 @@ class Step:
     site: int  # -1 for async completions
     effects: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
+    kind: str = ""  # the operation: wait, arrive, tma_load, land, mma, mma_done, coll, exit, ...
+    barrier: int = -1  # the barrier it waits on, arrives on or completes tx on; -1 for none
+    buffer: int = -1  # the buffer it loads, lands in or reads; -1 for none
+    touched: tuple[int, ...] = ()  # barriers whose state the step changed or read (waits), in id order
 
 
 @dataclass
@@ -34,6 +38,15 @@ class Trace:
     final: State
     initial: State
     columns: list[str] = field(default_factory=list)
+    states: list[State] = field(default_factory=list)  # the state after each step
+
+    def state_before(self, index: int) -> State:
+        """The state before step `index` (1-based)."""
+        return self.initial if index <= 1 else self.states[index - 2]
+
+    def failing_step(self) -> int | None:
+        """The index of the step that raised a finding, or None (a hang is a state, not a step)."""
+        return next((st.index for st in reversed(self.steps) if st.findings), None)
 
 
 def _bar(model: Model, gid: int) -> str:
@@ -96,6 +109,34 @@ def describe_thread_step(model: Model, s: State, c: int, gi: int, config: Config
     return ins.text or op, ins.site
 
 
+def _operands(model: Model, s: State, c: int, gi: int) -> tuple[str, int, int]:
+    """(kind, barrier, buffer) of the thread step about to run."""
+    (pc, env), _ = s.locs[c][gi]
+    ins = model.code[c][pc]
+    cta = model.classes[c].cta
+    op = ins.op
+    if op in (WAIT, ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP):
+        return op, ins.a(env, cta), -1
+    if op is TMA_LOAD:
+        return op, ins.d(env, cta), ins.a(env, cta)
+    if op is READ:
+        return op, -1, ins.a(env, cta)
+    if op is MMA:
+        return op, -1, ins.a[0][0](env, cta) if ins.a else -1
+    if op is COLL:
+        return f"coll:{ins.a}", -1, -1
+    return op, -1, -1
+
+
+def barrier_short(model: Model, s: State, gid: int) -> str:
+    """A barrier's state in a few characters: `full[0] ph1 0/1 tx0`."""
+    b = s.bars[gid]
+    name = _bar(model, gid)
+    if b is None:
+        return f"{name} uninit"
+    return f"{name} ph{b.phase} {b.pending}/{b.expected} tx{b.tx}"
+
+
 def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
     out = []
     for gid, (b0, b1) in enumerate(zip(before.bars, after.bars)):
@@ -113,27 +154,35 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
     init = s
     steps: list[Step] = []
     columns: list[str] = []
+    states: list[State] = []
     for i, (action, after, findings) in enumerate(replay(model, path)):
+        bar = buf = -1
         if action[0] == "t":
             c, gi = action[1], action[2]
             cl = model.classes[c]
             text, site = describe_thread_step(model, s, c, gi, config)
+            kind, bar, buf = _operands(model, s, c, gi)
             column, who = cl.unit, cl.who
         elif action[0] == "l":
             buf, tag, nbytes, bar, lsite, src = s.flight[action[1]]
-            column, who, site = ASYNC, "TMA", lsite
+            column, who, site, kind = ASYNC, "TMA", lsite, "land"
             text = f"{_buf(model, buf)} tile {tag} lands ({nbytes} B -> {_bar(model, bar)})"
         elif action[0] == "m":
             done, forming, inflight = s.mmas[action[1]]
             seq, ops, msite, mc = inflight[0]
-            column, who, site = ASYNC, "wgmma", msite
+            column, who, site, kind = ASYNC, "wgmma", msite, "mma_done"
             text = f"{model.classes[mc].unit}'s mma_async #{seq} completes"
         else:
-            column, who, site = ASYNC, "CTA", -1
+            column, who, site, kind = ASYNC, "CTA", -1, "exit"
             text = f"CTA {action[1]} exits"
         if column not in columns:
             columns.append(column)
-        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings)))
+        touched = {gid for gid, (b0, b1) in enumerate(zip(s.bars, after.bars)) if b0 != b1}
+        if kind == WAIT and bar >= 0:
+            touched.add(bar)
+        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings), kind, bar, buf,
+                          tuple(sorted(touched))))
+        states.append(after)
         s = after
     for cl in model.classes:
         if cl.unit not in columns and any(model.code[cl.id][pc].op is not END for (pc, _), _ in s.locs[cl.id]):
@@ -141,7 +190,7 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
     if ASYNC in columns:
         columns.remove(ASYNC)
         columns.append(ASYNC)
-    return Trace(steps, s, init, columns)
+    return Trace(steps, s, init, columns, states)
 
 
 def blocked_rows(model: Model, s: State) -> list[tuple[str, str, str, int]]:
