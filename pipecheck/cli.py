@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
+    e = sub.add_parser("explain", help="the protocol contract: per barrier, who initialises, arrives, completes tx, waits")
+    e.add_argument("spec", metavar="SPEC")
+    e.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    e.add_argument("--elect", choices=["any", "lowest"], default="any")
+    e.add_argument("--format", choices=["text", "json"], default="text")
+    _terminal_options(e)
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
@@ -116,6 +122,8 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_VERIFIED if not exc.code else EXIT_ERROR
     if args.command == "check":
         return _check(args, stdout, stderr)
+    if args.command == "explain":
+        return _explain(args, stdout, stderr)
     return _verify(args, stdout, stderr)
 
 
@@ -133,6 +141,32 @@ def _check(args, stdout: TextIO, stderr: TextIO) -> int:
                           for r in kernel.roles)
         stdout.write(f"{spec}: ok: kernel {kernel.name}, {kernel.arch}, roles {roles}\n")
     return worst
+
+
+def _sources_of(spec: str) -> dict[str, str]:
+    sources: dict[str, str] = {}
+    try:
+        load_checked(spec, {}, sources)
+    except Exception:  # noqa: BLE001 - only to collect source text for the caret
+        pass
+    return sources
+
+
+def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
+    """The contract table; exit 1 when a stage barrier lacks one producer and one consumer role."""
+    from .report.explain import explain_file, render_explain, to_dict
+    try:
+        e = explain_file(args.spec, dict(args.defines), args.elect)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        import json
+        stdout.write(json.dumps(to_dict(e), indent=2) + "\n")
+    else:
+        color = _use_color(args.color, stdout)
+        stdout.write(render_explain(e, color, _width() if color else None))
+    return EXIT_FINDINGS if e.flagged else EXIT_VERIFIED
 
 
 def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
