@@ -65,6 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--elect", choices=["any", "lowest"], default="any")
     e.add_argument("--format", choices=["text", "json"], default="text")
     _terminal_options(e)
+    t = sub.add_parser("timeline", help="the as-soon-as-possible schedule (prologue, steady state, epilogue) and how "
+                                        "many loads overlap compute; exit 1 on a no-overlap warning")
+    t.add_argument("spec", metavar="SPEC")
+    t.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    t.add_argument("--elect", choices=["any", "lowest"], default="any")
+    t.add_argument("--load-latency", type=int, default=4, metavar="ROUNDS", help="rounds from a TMA load's issue to its "
+                   "landing in the schedule (default 4)")
+    t.add_argument("--mma-latency", type=int, default=2, metavar="ROUNDS", help="rounds a wgmma runs (default 2)")
+    t.add_argument("--max-states", type=int, default=200_000,
+                   help="states the overlap analysis explores (without reduction) per configuration")
+    t.add_argument("--timeout", type=float, default=None, help="seconds the overlap analysis may take")
+    t.add_argument("--format", choices=["text", "json"], default="text")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
@@ -124,6 +136,8 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return _check(args, stdout, stderr)
     if args.command == "explain":
         return _explain(args, stdout, stderr)
+    if args.command == "timeline":
+        return _timeline(args, stdout, stderr)
     return _verify(args, stdout, stderr)
 
 
@@ -167,6 +181,26 @@ def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
         color = _use_color(args.color, stdout)
         stdout.write(render_explain(e, color, _width() if color else None))
     return EXIT_FINDINGS if e.flagged else EXIT_VERIFIED
+
+
+def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
+    """Exit 0 when loads overlap compute, 1 on a no-overlap warning, 3 when the search stopped before showing either."""
+    from .report.timeline import render_timeline, timeline_file, to_dict
+    if args.load_latency < 1 or args.mma_latency < 1:
+        stderr.write("pipecheck: error: latencies are at least 1 round\n")
+        return EXIT_ERROR
+    try:
+        t = timeline_file(args.spec, dict(args.defines), args.elect, args.load_latency, args.mma_latency,
+                          args.max_states, args.timeout)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        import json
+        stdout.write(json.dumps(to_dict(t), indent=2) + "\n")
+    else:
+        stdout.write(render_timeline(t))
+    return t.exit_code
 
 
 def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
