@@ -65,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--elect", choices=["any", "lowest"], default="any")
     e.add_argument("--format", choices=["text", "json"], default="text")
     _terminal_options(e)
+    g = sub.add_parser("graph", help="roles and barriers of the protocol contract as a Mermaid or DOT graph")
+    g.add_argument("spec", metavar="SPEC")
+    g.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    g.add_argument("--elect", choices=["any", "lowest"], default="any")
+    g.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     t = sub.add_parser("timeline", help="the as-soon-as-possible schedule (prologue, steady state, epilogue) and how "
                                         "many loads overlap compute; exit 1 on a no-overlap warning")
     t.add_argument("spec", metavar="SPEC")
@@ -136,6 +141,8 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return _check(args, stdout, stderr)
     if args.command == "explain":
         return _explain(args, stdout, stderr)
+    if args.command == "graph":
+        return _graph(args, stdout, stderr)
     if args.command == "timeline":
         return _timeline(args, stdout, stderr)
     return _verify(args, stdout, stderr)
@@ -181,6 +188,17 @@ def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
         color = _use_color(args.color, stdout)
         stdout.write(render_explain(e, color, _width() if color else None))
     return EXIT_FINDINGS if e.flagged else EXIT_VERIFIED
+
+
+def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
+    from .report.explain import explain_file, render_graph
+    try:
+        e = explain_file(args.spec, dict(args.defines), args.elect)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    stdout.write(render_graph(e, args.format))
+    return EXIT_VERIFIED
 
 
 def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:

@@ -446,3 +446,29 @@ def stage_flags(contracts: list[BarrierContract]) -> dict[int, str]:
         if problems:
             out[c.gid] = "; ".join(problems)
     return out
+
+
+def protocol_graph(contracts: list[BarrierContract]) -> nx.MultiDiGraph:
+    """Role instances and barrier arrays: role -> barrier for arrivals and tx, barrier -> role for the waits it releases.
+
+    Nodes are ("role", unit) and ("barrier", array); each edge has `side` and the `lines` of its statements.
+    """
+    g = nx.MultiDiGraph()
+    seen: set = set()
+    for c in contracts:
+        bar = ("barrier", c.array)
+        g.add_node(bar, count=c.count, stage=c.stage)
+        for p in c.parties:
+            if p.side == "inits":
+                continue
+            role = ("role", p.unit)
+            g.add_node(role)
+            key = (p.unit, c.array, p.side)
+            if key in seen:
+                continue
+            seen.add(key)
+            if p.side == "waits":
+                g.add_edge(bar, role, side="waits")
+            else:
+                g.add_edge(role, bar, side=p.side)
+    return g

@@ -107,3 +107,15 @@ def test_rich_table_when_forced():
 def test_explain_spec_error_exits_2(spec):
     code, out, err = cli("explain", str(spec("kernel k {\n  role p warp { arrive nope }\n}\n")))
     assert code == 2 and "t.pipe:2:" in err and "Traceback" not in err
+
+
+def test_graph_draws_the_contract():
+    code, out, _ = cli("graph", str(ROOT / "specs" / "cutlass_3722.pipe"))
+    assert code == 0 and out.startswith("flowchart LR")
+    lane0 = out[:out.index("subgraph s1")]
+    assert re.search(r"c0_r\d -->\|arrives\| c0_b\d", lane0) and lane0.count("-->|releases|") == 3
+    buggy = out[out.index("subgraph s1"):]
+    # with a lane in 1..31 elected, the producer only sends TMA bytes to full, which is flagged
+    assert buggy.count("-->|arrives|") == 2 and "style c1_b1 stroke:#d1242f" in buggy
+    code, out, _ = cli("graph", str(ROOT / "examples" / "ring.pipe"), "--format", "dot")
+    assert out.startswith("digraph protocol {") and out.count("->") == 7

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..check import CheckedKernel
 from ..configs import config_classes, describe, elect_sites
 from ..diagnostics import Diagnostic, render
-from ..graphs import BarrierContract, Party, protocol_contract, stage_flags
+from ..graphs import BarrierContract, Party, protocol_contract, protocol_graph, stage_flags
 from ..ir import EvalError, Site
 from ..lower import resolve_roles
 from ..verify import load_checked
@@ -61,6 +61,7 @@ class BarrierGroup:
 class Contract:
     condition: str  # "" when every configuration has this contract
     groups: list[BarrierGroup]
+    elements: list[BarrierContract] = field(default_factory=list)
 
 
 @dataclass
@@ -195,7 +196,8 @@ def explain_file(path: str, overrides: dict[str, int], elect: str = "any") -> Ex
     seen: dict[str, Contract] = {}
     for cc in cclasses:
         try:
-            groups = _groups(kernel, protocol_contract(kernel, cc.classes), sites)
+            raw = protocol_contract(kernel, cc.classes)
+            groups = _groups(kernel, raw, sites)
         except EvalError as exc:
             raise error("value", str(exc), sites[exc.site].span if 0 <= exc.site < len(sites) else None) from None
         key = json.dumps([[g.label, g.init, g.flag, [list(map(str, p.__dict__.values())) for p in g.parties]]
@@ -203,7 +205,7 @@ def explain_file(path: str, overrides: dict[str, int], elect: str = "any") -> Ex
         if key in seen:
             seen[key].members.extend(cc.members)  # type: ignore[attr-defined]
             continue
-        contract = Contract("", groups)
+        contract = Contract("", groups, raw)
         contract.members = list(cc.members)  # type: ignore[attr-defined]
         seen[key] = contract
         out.contracts.append(contract)
@@ -300,3 +302,44 @@ def to_dict(e: Explanation) -> dict:
         } for c in e.contracts],
         "warnings": [{"message": d.message, "line": d.span.line if d.span else None} for d in warnings(e)],
     }
+
+
+EDGE_LABEL = {"arrives": "arrives", "tx": "TMA bytes", "waits": "releases"}
+
+
+def render_graph(e: Explanation, fmt: str) -> str:
+    """`pipecheck graph`: roles and barriers of each configuration's contract, as Mermaid or DOT."""
+    out = ["flowchart LR"] if fmt == "mermaid" else ["digraph protocol {", "  rankdir=LR;",
+                                                     '  node [fontname="Helvetica", fontsize=11];']
+    for k, c in enumerate(e.contracts):
+        g = protocol_graph(c.elements)
+        flagged = {gr.array for gr in c.groups if gr.flag}
+        title = c.condition or "every configuration"
+        ids = {n: f"c{k}_{'r' if n[0] == 'role' else 'b'}{i}" for i, n in enumerate(sorted(g.nodes))}
+        if fmt == "mermaid":
+            out.append(f'  subgraph s{k} ["{title}"]')
+            for n, nid in ids.items():
+                label = n[1] if n[0] == "role" else f"{n[1]} (count {g.nodes[n]['count']})"
+                out.append(f'    {nid}(["{label}"])' if n[0] == "role" else f'    {nid}[["{label}"]]')
+            for a, b, d in sorted(g.edges(data=True), key=lambda x: (ids[x[0]], ids[x[1]], x[2]["side"])):
+                out.append(f"    {ids[a]} -->|{EDGE_LABEL[d['side']]}| {ids[b]}")
+            for n, nid in ids.items():
+                if n[0] == "barrier" and n[1] in flagged:
+                    out.append(f"    style {nid} stroke:#d1242f,stroke-width:3px")
+            out.append("  end")
+        else:
+            out.append(f"  subgraph cluster_{k} {{")
+            out.append(f'    label="{title}";')
+            for n, nid in ids.items():
+                if n[0] == "role":
+                    out.append(f'    {nid} [label="{n[1]}", shape=box, style=rounded];')
+                else:
+                    color = ', color="#d1242f", penwidth=3' if n[1] in flagged else ""
+                    out.append(f'    {nid} [label="{n[1]} (count {g.nodes[n]["count"]})", shape=box3d{color}];')
+            for a, b, d in sorted(g.edges(data=True), key=lambda x: (ids[x[0]], ids[x[1]], x[2]["side"])):
+                style = ", style=dashed" if d["side"] == "tx" else ""
+                out.append(f'    {ids[a]} -> {ids[b]} [label="{EDGE_LABEL[d["side"]]}"{style}];')
+            out.append("  }")
+    if fmt != "mermaid":
+        out.append("}")
+    return "\n".join(out) + "\n"
