@@ -48,7 +48,12 @@ def test_every_barrier_appears_with_arrivers_and_waiters(path):
     for g in first["barriers"]:
         sides = {p["side"] for p in g["parties"]}
         assert "waits" in sides and "arrives" in sides, (g["array"], g["parties"])
-        assert g["flag"] is None
+
+
+@pytest.mark.parametrize("name", ["examples/ring.pipe", "specs/cutlass_3722_fixed.pipe", "specs/cutlass_mixed_input.pipe"])
+def test_correct_specs_have_no_flag(name):
+    data = contract(ROOT / name)
+    assert all(g["flag"] is None for cfg in data["configurations"] for g in cfg["barriers"]) and not data["warnings"]
 
 
 def test_3722_contract():
