@@ -206,3 +206,14 @@ def test_progress_only_when_asked_or_on_a_terminal():
     assert "states/s" not in out  # stdout stays the report
     code, out, err = cli("verify", ring, "--no-reduction", "-D", "K_TILES=2")
     assert err == ""  # piped stderr: quiet
+
+
+def test_readme_shows_the_real_text_report(monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("$ pipecheck verify specs/cutlass_3722.pipe\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT)
+    out = cli("verify", "specs/cutlass_3722.pipe")[1].splitlines()
+    shown = [line for line in block.splitlines() if line.strip() not in ("...", "")]
+    missing = [line for line in shown if line not in out]
+    assert not missing, missing[:3]
+    assert (ROOT / "docs" / "img" / "html-timeline.png").stat().st_size > 10_000
