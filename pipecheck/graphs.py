@@ -122,7 +122,7 @@ def explain_hang(model: Model, s: State, config_text: str = "") -> str:
                     cond = f" when {config_text}" if config_text else ""
                     sentence += f"; no thread ever reaches the arrive on {array} (line {lines}){cond}"
                 else:
-                    sentence += f"; no thread that is still running will arrive on it"
+                    sentence += "; no thread that is still running will arrive on it"
             elif b.tx < 0:
                 sentence += ": expect_tx announced fewer bytes than the TMA loads deliver (a box counts in full, out-of-bounds elements included)"
             elif b.tx > 0:

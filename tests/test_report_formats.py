@@ -9,7 +9,6 @@ import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
-import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
 from conftest import ROOT, cli

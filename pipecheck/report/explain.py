@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..check import CheckedKernel
 from ..configs import config_classes, describe, elect_sites
 from ..diagnostics import Diagnostic, render
-from ..graphs import BarrierContract, Party, protocol_contract, protocol_graph, stage_flags
+from ..graphs import BarrierContract, protocol_contract, protocol_graph, stage_flags
 from ..ir import EvalError, Site
 from ..lower import resolve_roles
 from ..verify import load_checked

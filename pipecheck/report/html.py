@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..diagnostics import render
+from ..diagnostics import Diagnostic, render
 from ..trace import ASYNC, Trace
 from ..verify import Result
 from .common import IssueView, timeline_rows, view
@@ -166,7 +166,6 @@ def _issue(result: Result, v: IssueView, k: int) -> str:
     f = v.issue.finding
     parts = [f'<section class="finding" id="finding-{k}" data-code="{escape(f.code)}">',
              f"<h2>{escape(f.code)}: {escape(f.message)}</h2>"]
-    from ..diagnostics import Diagnostic
     parts.append(f"<pre>{escape(render(Diagnostic('error', f.code, f.message, v.span), result.sources))}</pre>")
     if v.when:
         parts.append(f'<p class="when"><b>when:</b> {escape(v.when)}</p>')
