@@ -44,7 +44,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a parameter")
     v.add_argument("--elect", choices=["any", "lowest"], default="any",
                    help="any: every lane PTX allows elect.sync to pick (default); lowest: the H200's observed choice")
-    v.add_argument("--format", choices=["text", "json"], default="text")
+    v.add_argument("--format", choices=["text", "json", "sarif", "html", "mermaid", "dot"], default="text",
+                   help="text (default), json (schema pipecheck-result/1), sarif (2.1.0), html (one file with an SVG "
+                        "timeline), mermaid or dot (the counterexample of one finding, see --finding)")
+    v.add_argument("--finding", type=int, default=1, metavar="N", help="which finding mermaid and dot draw (1 = first)")
+    v.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    _terminal_options(v)
     v.add_argument("--max-states", type=int, default=2_000_000, help="stop (exit 3) after this many states per configuration")
     v.add_argument("--timeout", type=float, default=None, help="stop (exit 3) after this many seconds")
     v.add_argument("--max-memory", type=int, default=None, metavar="MB", help="stop (exit 3) above this resident memory")
@@ -54,10 +59,54 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--lockstep", action="store_true",
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
+    v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                   help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
+    e = sub.add_parser("explain", help="the protocol contract: per barrier, who initialises, arrives, completes tx, waits")
+    e.add_argument("spec", metavar="SPEC")
+    e.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    e.add_argument("--elect", choices=["any", "lowest"], default="any")
+    e.add_argument("--format", choices=["text", "json"], default="text")
+    _terminal_options(e)
+    g = sub.add_parser("graph", help="roles and barriers of the protocol contract as a Mermaid or DOT graph")
+    g.add_argument("spec", metavar="SPEC")
+    g.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    g.add_argument("--elect", choices=["any", "lowest"], default="any")
+    g.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    t = sub.add_parser("timeline", help="the as-soon-as-possible schedule (prologue, steady state, epilogue) and how "
+                                        "many loads overlap compute; exit 1 on a no-overlap warning")
+    t.add_argument("spec", metavar="SPEC")
+    t.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    t.add_argument("--elect", choices=["any", "lowest"], default="any")
+    t.add_argument("--load-latency", type=int, default=4, metavar="ROUNDS", help="rounds from a TMA load's issue to its "
+                   "landing in the schedule (default 4)")
+    t.add_argument("--mma-latency", type=int, default=2, metavar="ROUNDS", help="rounds a wgmma runs (default 2)")
+    t.add_argument("--max-states", type=int, default=200_000,
+                   help="states the overlap analysis explores (without reduction) per configuration")
+    t.add_argument("--timeout", type=float, default=None, help="seconds the overlap analysis may take")
+    t.add_argument("--format", choices=["text", "json"], default="text")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
     return p
+
+
+def _terminal_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="draw the report with colour and tables (auto: when stdout is a terminal and NO_COLOR is unset)")
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _width() -> int:
+    import shutil
+    return max(80, shutil.get_terminal_size((160, 40)).columns)
 
 
 def _spec_error(exc: SpecError, sources: dict[str, str], stderr: TextIO) -> None:
@@ -92,6 +141,12 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_VERIFIED if not exc.code else EXIT_ERROR
     if args.command == "check":
         return _check(args, stdout, stderr)
+    if args.command == "explain":
+        return _explain(args, stdout, stderr)
+    if args.command == "graph":
+        return _graph(args, stdout, stderr)
+    if args.command == "timeline":
+        return _timeline(args, stdout, stderr)
     return _verify(args, stdout, stderr)
 
 
@@ -111,20 +166,99 @@ def _check(args, stdout: TextIO, stderr: TextIO) -> int:
     return worst
 
 
-def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
-    from .report.json_report import render_json
-    from .report.text import render_result
+def _sources_of(spec: str) -> dict[str, str]:
+    sources: dict[str, str] = {}
+    try:
+        load_checked(spec, {}, sources)
+    except Exception:  # noqa: BLE001 - only to collect source text for the caret
+        pass
+    return sources
 
+
+def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
+    """The contract table; exit 1 when a stage barrier lacks one producer and one consumer role."""
+    from .report.explain import explain_file, render_explain, to_dict
+    try:
+        e = explain_file(args.spec, dict(args.defines), args.elect)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        import json
+        stdout.write(json.dumps(to_dict(e), indent=2) + "\n")
+    else:
+        color = _use_color(args.color, stdout)
+        stdout.write(render_explain(e, color, _width() if color else None))
+    return EXIT_FINDINGS if e.flagged else EXIT_VERIFIED
+
+
+def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
+    from .report.explain import explain_file, render_graph
+    try:
+        e = explain_file(args.spec, dict(args.defines), args.elect)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    stdout.write(render_graph(e, args.format))
+    return EXIT_VERIFIED
+
+
+def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
+    """Exit 0 when loads overlap compute, 1 on a no-overlap warning, 3 when the search stopped before showing either."""
+    from .report.timeline import render_timeline, timeline_file, to_dict
+    if args.load_latency < 1 or args.mma_latency < 1:
+        stderr.write("pipecheck: error: latencies are at least 1 round\n")
+        return EXIT_ERROR
+    try:
+        t = timeline_file(args.spec, dict(args.defines), args.elect, args.load_latency, args.mma_latency,
+                          args.max_states, args.timeout)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        import json
+        stdout.write(json.dumps(to_dict(t), indent=2) + "\n")
+    else:
+        stdout.write(render_timeline(t))
+    return t.exit_code
+
+
+def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
     options = Options(
         overrides=tuple(args.defines), elect=args.elect,
         limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
                       stop_at_first=not args.all),
         reduce=not args.no_reduction, lockstep=args.lockstep,
     )
+    out = stdout
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8")
+        except OSError as exc:
+            stderr.write(f"pipecheck: error: cannot write {args.output}: {exc.strerror}\n")
+            return EXIT_ERROR
+    try:
+        return _verify_all(args, options, out, stderr)
+    finally:
+        if out is not stdout:
+            out.close()
+
+
+def _verify_all(args, options: Options, out: TextIO, stderr: TextIO) -> int:
     codes = []
+    results: list[Result] = []
+    errors: list[Diagnostic] = []
+    color = args.format == "text" and _use_color(args.color, out)
+    show = args.progress == "always" or (args.progress == "auto" and bool(getattr(stderr, "isatty", None))
+                                          and stderr.isatty())
     for spec in args.specs:
         try:
-            result = verify_file(spec, options)
+            if show:
+                from .report.progress import Progress
+                with Progress(stderr, spec) as progress:
+                    result = verify_file(spec, options, progress)
+            else:
+                result = verify_file(spec, options)
         except SpecError as exc:
             sources: dict[str, str] = {}
             try:
@@ -134,13 +268,46 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
             except Exception:  # noqa: BLE001 - only to collect source text for the caret
                 pass
             _spec_error(exc, sources, stderr)
+            errors.extend(exc.diagnostics)
             codes.append(EXIT_ERROR)
             continue
-        stdout.write(render_json(result) if args.format == "json" else render_result(result))
+        results.append(result)
+        if args.format == "text":
+            from .report.text import render_result
+            out.write(render_result(result, color=color, width=_width() if color else None))
+        elif args.format == "json":
+            from .report.json_report import render_json
+            out.write(render_json(result))
+        elif args.format in ("mermaid", "dot"):
+            out.write(_diagram(result, args.format, args.finding, stderr))
         if args.stats:
             _stats(result, stderr)
         codes.append(result.exit_code)
+    if args.format == "sarif":
+        from .report.sarif import render_sarif
+        out.write(render_sarif(results, errors))
+    elif args.format == "html":
+        from .report.html import render_html
+        if results:
+            out.write(render_html(results))
+    return _worst(codes)
+
+
+def _worst(codes: list[int]) -> int:
     return max(codes, key=lambda c: {0: 0, 3: 1, 1: 2, 2: 3}[c]) if codes else EXIT_ERROR
+
+
+def _diagram(result: Result, fmt: str, n: int, stderr: TextIO) -> str:
+    from .report.common import view
+    from .report.diagrams import dot, mermaid
+    comment = "%%" if fmt == "mermaid" else "//"
+    if not result.issues:
+        return f"{comment} {result.spec}: {result.verdict}: no counterexample to draw\n"
+    if not 1 <= n <= len(result.issues):
+        stderr.write(f"pipecheck: note: {result.spec} has {len(result.issues)} finding(s); drawing the first\n")
+        n = 1
+    v = view(result, result.issues[n - 1])
+    return (mermaid if fmt == "mermaid" else dot)(result, v)
 
 
 def _stats(result: Result, stderr: TextIO) -> None:

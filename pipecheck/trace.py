@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .explore import replay
 from .findings import Finding
-from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, END, EXPECT_TX,
+from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX,
                  FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT,
                  WAIT_GROUP, WRITE)
 from .lower import Config
@@ -27,6 +27,10 @@ class Step:
     site: int  # -1 for async completions
     effects: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
+    kind: str = ""  # the operation: wait, arrive, tma_load, land, mma, mma_done, coll, exit, ...
+    barrier: int = -1  # the barrier it waits on, arrives on or completes tx on; -1 for none
+    buffer: int = -1  # the buffer it loads, lands in or reads; -1 for none
+    touched: tuple[int, ...] = ()  # barriers whose state the step changed or read (waits), in id order
 
 
 @dataclass
@@ -35,6 +39,15 @@ class Trace:
     final: State
     initial: State
     columns: list[str] = field(default_factory=list)
+    states: list[State] = field(default_factory=list)  # the state after each step
+
+    def state_before(self, index: int) -> State:
+        """The state before step `index` (1-based)."""
+        return self.initial if index <= 1 else self.states[index - 2]
+
+    def failing_step(self) -> int | None:
+        """The index of the step that raised a finding, or None (a hang is a state, not a step)."""
+        return next((st.index for st in reversed(self.steps) if st.findings), None)
 
 
 def _bar(model: Model, gid: int) -> str:
@@ -114,6 +127,36 @@ def describe_thread_step(model: Model, s: State, c: int, gi: int, config: Config
     return ins.text or op, ins.site
 
 
+def _operands(model: Model, s: State, c: int, gi: int) -> tuple[str, int, int]:
+    """(kind, barrier, buffer) of the thread step about to run."""
+    (pc, env), _ = s.locs[c][gi]
+    ins = model.code[c][pc]
+    cta = model.classes[c].cta
+    op = ins.op
+    if op in (WAIT, ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP):
+        return op, ins.a(env, cta), -1
+    if op is TMA_LOAD:
+        return op, ins.d(env, cta), ins.a(env, cta)
+    if op in (READ, WRITE, TMA_STORE, CP_ASYNC):
+        return op, -1, ins.a(env, cta)
+    if op in (MMA_COMMIT, CP_ASYNC_ARRIVE, INIT, INVAL):
+        return op, ins.a(env, cta), -1
+    if op is MMA:
+        return op, -1, ins.a[0][0](env, cta) if ins.a else -1
+    if op is COLL:
+        return f"coll:{ins.a}", -1, -1
+    return op, -1, -1
+
+
+def barrier_short(model: Model, s: State, gid: int) -> str:
+    """A barrier's state in a few characters: `full[0] ph1 0/1 tx0`."""
+    b = s.bars[gid]
+    name = _bar(model, gid)
+    if b is None:
+        return f"{name} uninit"
+    return f"{name} ph{b.phase} {b.pending}/{b.expected} tx{b.tx}"
+
+
 def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
     out = []
     for gid, (b0, b1) in enumerate(zip(before.bars, after.bars)):
@@ -131,15 +174,18 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
     init = s
     steps: list[Step] = []
     columns: list[str] = []
+    states: list[State] = []
     for i, (action, after, findings) in enumerate(replay(model, path)):
+        bar = buf = -1
         if action[0] == "t":
             c, gi = action[1], action[2]
             cl = model.classes[c]
             text, site = describe_thread_step(model, s, c, gi, config)
+            kind, bar, buf = _operands(model, s, c, gi)
             column, who = cl.unit, cl.who
         elif action[0] == "l":
             buf, tag, nbytes, bar, lsite, src, _ = s.flight[action[1]]
-            column, site = ASYNC, lsite
+            column, site, kind = ASYNC, lsite, "land"
             if bar >= 0:
                 who, text = "TMA", f"{_buf(model, buf)} tile {tag} lands ({nbytes} B -> {_bar(model, bar)})"
             else:
@@ -147,24 +193,31 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
         elif action[0] == "m":
             done, forming, inflight = s.mmas[action[1]]
             seq, ops, msite, mc, result = inflight[0]
-            column, who, site = ASYNC, "mma", msite
+            column, who, site, kind = ASYNC, "mma", msite, "mma_done"
             text = f"{model.unit_label[action[1]]}'s mma_async #{seq} completes"
             if result is not None:
+                buf = result[0]
                 text += f" (writes tile {result[1]} into {_buf(model, result[0])})"
         elif action[0] == "s":
             c, seq, buf, tag, stage, ssite = s.stores[action[1]]
-            column, who, site = ASYNC, "TMA store", ssite
+            column, who, site, kind = ASYNC, "TMA store", ssite, "store_read" if stage == 0 else "store_done"
             text = f"store of tile {tag} from {_buf(model, buf)} " + ("has read its SMEM" if stage == 0 else "completes")
         elif action[0] == "k":
-            kind, unit, upto, bars, ksite, c, _, _ = s.commits[action[1]]
-            column, who, site = ASYNC, "commit" if kind == "mma" else "cp.async", ksite
+            ckind, unit, upto, bars, ksite, c, _, _ = s.commits[action[1]]
+            column, who, site, kind = ASYNC, "commit" if ckind == "mma" else "cp.async", ksite, "commit_arrive"
+            bar = bars[0]
             text = f"{model.classes[c].label}'s arrival on {', '.join(_bar(model, g) for g in bars)} comes"
         else:
-            column, who, site = ASYNC, "CTA", -1
+            column, who, site, kind = ASYNC, "CTA", -1, "exit"
             text = f"CTA {action[1]} exits"
         if column not in columns:
             columns.append(column)
-        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings)))
+        touched = {gid for gid, (b0, b1) in enumerate(zip(s.bars, after.bars)) if b0 != b1}
+        if kind == WAIT and bar >= 0:
+            touched.add(bar)
+        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings), kind, bar, buf,
+                          tuple(sorted(touched))))
+        states.append(after)
         s = after
     for cl in model.classes:
         if cl.unit not in columns and any(model.code[cl.id][pc].op is not END for (pc, _), _ in s.locs[cl.id]):
@@ -172,7 +225,7 @@ def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
     if ASYNC in columns:
         columns.remove(ASYNC)
         columns.append(ASYNC)
-    return Trace(steps, s, init, columns)
+    return Trace(steps, s, init, columns, states)
 
 
 def blocked_rows(model: Model, s: State) -> list[tuple[str, str, str, int]]:

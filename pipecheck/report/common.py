@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..diagnostics import Span
 from ..graphs import explain_hang
 from ..lower import Config
-from ..trace import Trace, barrier_line, build, involved_barriers
+from ..trace import Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
 from ..verify import Issue, Result
 
 
@@ -19,6 +19,42 @@ class IssueView:
     when: str
     barriers: list[str]
     config_text: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a counterexample timeline, in the form every report draws it."""
+
+    label: str  # the step number, or "end" for a thread still blocked when the trace stops
+    line: int  # the spec line of the statement (0: none, e.g. a CTA exit)
+    column: str  # the role instance (or trace.ASYNC)
+    cell: str  # what happened, without the line
+    barriers: tuple[str, ...]  # the barriers the step touched, as they are after it
+    failing: bool  # the step that raised the finding, or a thread blocked forever at a hang
+
+
+def timeline_rows(result: Result, v: IssueView) -> list[Row]:
+    """The trace as rows: one per step, then one per thread class still blocked at a hang."""
+    model = v.issue.run.model
+    trace = v.trace
+    sites = result.sites
+    failing = trace.failing_step()
+    rows = []
+    for st in trace.steps:
+        line = sites[st.site].span.line if 0 <= st.site < len(sites) else 0
+        cell = f"{st.who}: {st.text}" if st.who else st.text
+        if st.effects:
+            cell += " => " + "; ".join(st.effects)
+        for f in st.findings:
+            cell += f"  <-- {f.code}"
+        after = trace.states[st.index - 1]
+        rows.append(Row(str(st.index), line, st.column, cell,
+                        tuple(barrier_short(model, after, g) for g in st.touched), st.index == failing))
+    if v.issue.code == "hang":
+        for column, who, what, site in blocked_rows(model, trace.final):
+            line = sites[site].span.line if 0 <= site < len(sites) else 0
+            rows.append(Row("end", line, column, f"{who + ': ' if who else ''}{what}", (), True))
+    return rows
 
 
 def config_text(result: Result, config: Config) -> str:

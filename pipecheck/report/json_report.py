@@ -1,9 +1,15 @@
-"""The JSON report (schema pipecheck-result/1, documented in docs/json-schema.md)."""
+"""The JSON report (schema pipecheck-result/1, documented in docs/json-schema.md).
+
+`result.schema.json` beside this module is the same schema as JSON Schema (draft 2020-12);
+tests validate every report against it, so the document and the output cannot drift.
+"""
 from __future__ import annotations
 
 import json
 
 from ..diagnostics import Span
+from ..model import Model, State
+from ..trace import blocked_rows
 from ..verify import Result
 from .common import view
 
@@ -16,32 +22,55 @@ def _loc(span: Span | None) -> dict | None:
     return {"file": span.file, "line": span.line, "col": span.col, "end_line": span.end_line, "end_col": span.end_col}
 
 
+def _barrier(model: Model, s: State, gid: int) -> dict:
+    b = s.bars[gid]
+    name = model.layout.bar_names[gid]
+    if b is None:
+        return {"name": name, "initialised": False}
+    return {"name": name, "initialised": True, "phase": b.phase, "pending": b.pending, "expected": b.expected,
+            "tx": b.tx}
+
+
 def to_dict(result: Result) -> dict:
     findings = []
     for issue in result.issues:
         v = view(result, issue)
+        model = issue.run.model
         steps = []
         for st in v.trace.steps:
+            after = v.trace.states[st.index - 1]
             steps.append({
-                "step": st.index, "role": st.column, "threads": st.who, "action": st.text,
+                "step": st.index, "role": st.column, "threads": st.who, "kind": st.kind, "action": st.text,
                 "location": _loc(result.sites[st.site].span) if 0 <= st.site < len(result.sites) else None,
                 "effects": list(st.effects), "findings": [f.code for f in st.findings],
+                "barriers": [_barrier(model, after, g) for g in st.touched],
             })
+        blocked = []
+        if issue.code == "hang":
+            for column, who, what, site in blocked_rows(model, v.trace.final):
+                blocked.append({"role": column, "threads": who, "state": what,
+                                "location": _loc(result.sites[site].span) if 0 <= site < len(result.sites) else None})
         findings.append({
             "code": issue.code, "severity": "error", "message": issue.finding.message,
             "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
-            "configuration": v.config_text or None, "why": v.why, "trace": steps, "barriers": v.barriers,
+            "configuration": v.config_text or None, "when": v.when or None, "why": v.why or None,
+            "notes": [{"message": m, "location": _loc(result.sites[s].span) if 0 <= s < len(result.sites) else None}
+                      for m, s in issue.finding.notes],
+            "trace": steps, "blocked": blocked, "barriers": v.barriers,
             "needs_independent_scheduling": issue.needs_independent_scheduling,
         })
     static = [{"code": d.code, "severity": d.severity, "message": d.message, "location": _loc(d.span)} for d in result.static]
+    from .. import __version__
     return {
         "schema": SCHEMA,
+        "tool": {"name": "pipecheck", "version": __version__},
         "spec": result.spec,
         "kernel": result.kernel.name,
         "arch": result.kernel.arch,
         "params": result.params,
         "semantics": {"elect": result.options.elect, "reduction": result.options.reduce,
-                      "lockstep": result.options.lockstep},
+                      "lockstep": result.options.lockstep,
+                      "all_findings": not result.options.limits.stop_at_first},
         "verdict": result.verdict,
         "exit_code": result.exit_code,
         "stopped": result.stopped,
@@ -52,6 +81,8 @@ def to_dict(result: Result) -> dict:
             "states": result.states,
             "transitions": sum(r.exploration.transitions for r in result.runs),
             "depth": max((r.exploration.depth for r in result.runs), default=0),
+            "limits": {"max_states": result.options.limits.max_states, "timeout": result.options.limits.timeout,
+                       "max_memory_mb": result.options.limits.max_memory_mb},
         },
     }
 

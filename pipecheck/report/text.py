@@ -1,14 +1,19 @@
-"""The text report: verdict, each finding with its caret, condition, reason, and timeline."""
+"""The text report: verdict, each finding with its caret, condition, reason, and timeline.
+
+Plain text for pipes and files; `render_result(..., color=True)` hands the same content
+to `rich_text` for a terminal. Both are deterministic: no timings, no terminal probing here.
+"""
 from __future__ import annotations
 
 import textwrap
 
 from ..diagnostics import Diagnostic, Note, render
-from ..trace import Trace, blocked_rows
 from ..verify import Result
-from .common import IssueView, view
+from .common import IssueView, Row, timeline_rows, view
 
-COLUMN_WIDTH = 34
+COLUMN_WIDTH = 30
+BARRIER_WIDTH = 24
+BARRIERS = "barriers after the step"
 
 
 def header(result: Result) -> str:
@@ -26,39 +31,33 @@ def header(result: Result) -> str:
     return f"{head}: {n} finding{'s' if n != 1 else ''} ({codes}) ({stats}{tail})"
 
 
-def render_timeline(trace: Trace, sites, blocked=(), width: int = COLUMN_WIDTH) -> list[str]:
-    """One column per role instance (and one for async completions); each step names its spec line."""
-    cols = trace.columns
-    lines = []
-    head = " step | " + " | ".join(c[:width].ljust(width) for c in cols)
-    lines.append(head)
-    lines.append("-" * len(head))
-
-    def row(label: str, column: str, cell: str) -> None:
-        wrapped = textwrap.wrap(cell, width) or [""]
-        for k, part in enumerate(wrapped):
-            cells = [part.ljust(width) if c == column else " " * width for c in cols]
-            prefix = f"{label:>5} | " if k == 0 else "      | "
-            lines.append((prefix + " | ".join(cells)).rstrip())
-
-    for st in trace.steps:
-        where = f" @{sites[st.site].span.line}" if 0 <= st.site < len(sites) else ""
-        who = f"{st.who}: " if st.who else ""
-        cell = f"{who}{st.text}{where}"
-        if st.effects:
-            cell += " => " + "; ".join(st.effects)
-        for f in st.findings:
-            cell += f"  <-- {f.code}"
-        row(str(st.index), st.column, cell)
-    if blocked:
-        lines.append("-" * len(head))
-        for column, who, what, site in blocked:
-            where = f" @{sites[site].span.line}" if 0 <= site < len(sites) else ""
-            row("end", column, f"{who + ': ' if who else ''}{what}{where}")
+def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
+                bar_width: int = BARRIER_WIDTH) -> list[str]:
+    """One column per role instance (and one for async completions), the spec line, and the barriers."""
+    names = [c[:width].ljust(width) for c in columns]
+    head = f" step | line | {' | '.join(names)} | {BARRIERS}"
+    rule = "-" * len(head)
+    lines = [head, rule]
+    ended = False
+    for r in rows:
+        if r.label == "end" and not ended:
+            lines.append(rule)
+            ended = True
+        parts = textwrap.wrap(r.cell, width) or [""]
+        bars: list[str] = []
+        for b in r.barriers:
+            bars.extend(textwrap.wrap(b, bar_width) or [""])
+        for k in range(max(len(parts), len(bars))):
+            part = parts[k] if k < len(parts) else ""
+            cells = [part.ljust(width) if c == r.column else " " * width for c in columns]
+            label = f"{r.label:>5} | {str(r.line) if r.line else '':>4}" if k == 0 else "      |     "
+            bar = bars[k] if k < len(bars) else ""
+            lines.append(f"{label} | {' | '.join(cells)} | {bar}".rstrip())
     return lines
 
 
-def render_issue(result: Result, v: IssueView) -> list[str]:
+def issue_head(result: Result, v: IssueView) -> list[str]:
+    """The diagnostic with its caret and notes, and the reason: what every text-like report prints first."""
     f = v.issue.finding
     notes = []
     if v.when:
@@ -69,18 +68,30 @@ def render_issue(result: Result, v: IssueView) -> list[str]:
     out = [render(diag, result.sources)]
     if v.why:
         out.extend(textwrap.wrap("why: " + v.why, 100, subsequent_indent="     "))
+    return out
+
+
+def counterexample_title(v: IssueView) -> str:
     cfg = f" ({v.config_text})" if v.config_text else ""
+    return f"counterexample: {len(v.trace.steps)} steps{cfg}"
+
+
+def render_issue(result: Result, v: IssueView) -> list[str]:
+    out = issue_head(result, v)
     out.append("")
-    out.append(f"counterexample: {len(v.trace.steps)} steps{cfg}")
-    blocked = blocked_rows(v.issue.run.model, v.trace.final) if f.code == "hang" else ()
-    out.extend("  " + line for line in render_timeline(v.trace, result.sites, blocked))
+    out.append(counterexample_title(v))
+    out.extend("  " + line for line in render_rows(v.trace.columns, timeline_rows(result, v)))
     if v.barriers:
         out.append("barriers at the failure:")
         out.extend("  " + b for b in v.barriers)
     return out
 
 
-def render_result(result: Result, max_issues: int = 10) -> str:
+def render_result(result: Result, max_issues: int = 10, color: bool = False, width: int | None = None) -> str:
+    """The whole report; `color` renders it with rich (tables, styles) for a terminal `width` wide."""
+    if color:
+        from .rich_text import render_result_rich
+        return render_result_rich(result, max_issues, width)
     out = [header(result)]
     for d in result.static:
         out.append("")

@@ -1,0 +1,62 @@
+"""Integration: the pytest plugin collects .pipe specs; the pre-commit hooks run `pipecheck check`."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, cli
+
+RING = (ROOT / "examples" / "ring.pipe").read_text()
+
+
+def pytest_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_specs_are_collected_only_when_asked(tmp_path):
+    (tmp_path / "ring.pipe").write_text(RING.replace("# expect: verified\n", ""))
+    proc = pytest_run(tmp_path)
+    assert "no tests ran" in proc.stdout, proc.stdout  # installing pipecheck changes nothing by itself
+    proc = pytest_run(tmp_path, "--pipecheck")
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_failing_spec_shows_the_report(tmp_path):
+    bug = RING.replace("# expect: verified\n", "").replace("mma_wait 0", "")  # release before wgmma is done
+    (tmp_path / "bug.pipe").write_text(bug)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "procs.pipe").write_text("proc nothing() { }\n")  # a library: not a test
+    proc = pytest_run(tmp_path, "--pipecheck", "-rN")
+    assert proc.returncode == 1, proc.stdout
+    assert "1 failed" in proc.stdout and "passed" not in proc.stdout
+    assert "expected verified, got findings" in proc.stdout and "counterexample:" in proc.stdout
+
+
+def test_expect_headers_and_ini_options(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\npipecheck = true\npipecheck_args = -D K_TILES=3\n")
+    (tmp_path / "3722.pipe").write_text((ROOT / "specs" / "cutlass_3722.pipe").read_text())
+    proc = pytest_run(tmp_path, "-vv")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3722.pipe::verify PASSED" in proc.stdout and "3722.pipe::verify[--elect lowest] PASSED" in proc.stdout
+
+
+def test_pre_commit_hook_runs_pipecheck_check():
+    yaml = pytest.importorskip("yaml")
+    hooks = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    check = hooks["pipecheck-check"]
+    assert check["entry"] == "pipecheck check" and check["language"] == "python"
+    files = re.compile(check["files"])
+    exclude = re.compile(check["exclude"])
+    specs = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.pipe")
+                   if files.search(str(p.relative_to(ROOT))) and not exclude.search(str(p.relative_to(ROOT))))
+    assert "specs/cutlass_3722.pipe" in specs
+    argv = shlex.split(check["entry"])[1:] + [str(ROOT / s) for s in specs]
+    code, out, err = cli(*argv)  # what pre-commit runs, in-process
+    assert code == 0, err
+    assert out.count(": ok: kernel") == len(specs)
+    assert shlex.split(hooks["pipecheck-verify"]["entry"])[:2] == ["pipecheck", "verify"]

