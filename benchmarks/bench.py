@@ -1,0 +1,123 @@
+"""pipecheck against SPIN on the ring family, in one run: verdicts, states, wall time, peak memory, ratios.
+
+Each row runs SPIN on the Promela model of benchmarks/spin/promela.py (spin -a, gcc -O2
+-DSAFETY, pan with its default partial-order reduction) and pipecheck on the same
+protocol (benchmarks/specs/ring_*.pipe) as whole processes, one after the other, and
+prints a table. Ratios are pipecheck / SPIN, from the same run.
+
+    python benchmarks/bench.py                  # every row (SPIN capped at --timeout s per row)
+    python benchmarks/bench.py --quick          # only the small rows
+    python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "spin"))
+sys.dont_write_bytecode = True
+from promela import ring_model  # noqa: E402
+from run import machine, run_spin  # noqa: E402
+
+ROWS = [  # (S, K, C, variant)
+    (2, 4, 2, "fixed"),
+    (4, 8, 2, "fixed"),
+    (4, 16, 2, "fixed"),
+    (4, 16, 4, "fixed"),
+    (6, 24, 4, "fixed"),
+    (4, 16, 2, "bug3722"),
+]
+QUICK = ROWS[:3] + ROWS[5:]
+
+
+def ensure_spin() -> None:
+    if shutil.which("spin") is None:
+        print("installing SPIN (apt-get install -y spin) ...", file=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "spin"], check=True, capture_output=True)
+
+
+def measure(s: int, k: int, c: int, variant: str, extra: list[str], timeout_s: float) -> dict:
+    """Run pipecheck in a child Python that reports its own peak RSS, so SPIN's memory never counts."""
+    code = ("import resource,subprocess,sys,time,json;t=time.perf_counter();"
+            "p=subprocess.run(sys.argv[1:],capture_output=True,text=True);"
+            "w=time.perf_counter()-t;"
+            "m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024;"
+            "print(json.dumps({'out':p.stdout,'err':p.stderr,'wall':w,'peak':m}))")
+    spec = HERE / "specs" / f"ring_{variant}.pipe"
+    cmd = [sys.executable, "-c", code, sys.executable, "-m", "pipecheck", "verify", str(spec),
+           "-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"CONSUMERS={c}", "--format", "json", *extra]
+    try:
+        wrapper = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"verdict": "timeout", "states": None, "wall_s": timeout_s, "peak_mb": None}
+    info = json.loads(wrapper.stdout)
+    try:
+        data = json.loads(info["out"])
+    except json.JSONDecodeError:
+        return {"verdict": "error: " + info["err"].strip()[-200:], "states": None, "wall_s": info["wall"],
+                "peak_mb": info["peak"]}
+    codes = sorted({f["code"] for f in data["findings"]})
+    return {"verdict": ", ".join(codes) if codes else data["verdict"], "states": data["stats"]["states"],
+            "wall_s": info["wall"], "peak_mb": info["peak"]}
+
+
+def fmt(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def ratio(a, b) -> str:
+    if a is None or b is None or b == 0:
+        return "-"
+    return f"{a / b:.4f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only the small rows")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
+    ap.add_argument("--reductions", action="store_true", help="also time pipecheck with each reduction off")
+    args = ap.parse_args(argv)
+    ensure_spin()
+    rows = QUICK if args.quick else ROWS
+    print(f"machine: {machine()}")
+    print(f"python {platform.python_version()}; SPIN: spin -a, gcc -O2 -DSAFETY, pan with partial-order reduction;"
+          f" SPIN capped at {args.timeout:.0f} s per row")
+    print()
+    head = ("| S/K/C | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
+            " | SPIN MB | pipecheck MB | time ratio | states ratio |")
+    print(head)
+    print("|" + "---|" * 12)
+    for s, k, c, variant in rows:
+        with tempfile.TemporaryDirectory() as tmp:
+            spin = run_spin(ring_model(s, k, c, variant), Path(tmp), args.timeout,
+                            hash_bits=27 if c >= 3 else None)
+        pc = measure(s, k, c, variant, [], max(args.timeout, 600))
+        spin_verdict = spin["verdict"] + ("" if spin["verdict"] != "timeout" else f" (> {args.timeout:.0f} s)")
+        print(f"| {s}/{k}/{c} | {variant} | {spin_verdict} | {pc['verdict']} | {fmt(spin['states'], ',')} | "
+              f"{fmt(pc['states'], ',')} | {fmt(spin['total_s'], '.2f')} | {fmt(pc['wall_s'], '.2f')} | "
+              f"{fmt(spin['peak_rss_mb'], ',.0f')} | {fmt(pc['peak_mb'], ',.0f')} | "
+              f"{ratio(pc['wall_s'], spin['total_s'])}{' (bound)' if spin['verdict'] == 'timeout' else ''} | "
+              f"{ratio(pc['states'], spin['states'])} |", flush=True)
+    if args.reductions:
+        print()
+        print("pipecheck with each reduction switched off (same rows, 4/16/2 fixed):")
+        print("| switch | verdict | states | s | MB |")
+        print("|---|---|---|---|---|")
+        for label, extra in (("all on", []), ("--no-reduction", ["--no-reduction", "--max-states", "3000000"])):
+            pc = measure(4, 16, 2, "fixed", extra, 600)
+            print(f"| {label} | {pc['verdict']} | {fmt(pc['states'], ',')} | {fmt(pc['wall_s'], '.2f')} | "
+                  f"{fmt(pc['peak_mb'], ',.0f')} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
