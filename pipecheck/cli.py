@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
+    v.add_argument("--no-symmetry", action="store_true", help="do not merge states that differ only by which "
+                   "identical role instance is which (for measurement)")
     v.add_argument("--lockstep", action="store_true",
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
@@ -228,7 +230,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         overrides=tuple(args.defines), elect=args.elect,
         limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
                       stop_at_first=not args.all),
-        reduce=not args.no_reduction, lockstep=args.lockstep,
+        reduce=not args.no_reduction, lockstep=args.lockstep, symmetry=not args.no_symmetry,
     )
     out = stdout
     if args.output:

@@ -751,6 +751,7 @@ class Model:
         locs[c] = tuple(others)
         waiting: list = []
         moving: list = []
+        released: list = []  # (class, alternative places) of every group this arrival releases
         if arrived < n:
             colls = rest + [(key, arrived, n)]
             if blocking:
@@ -762,17 +763,16 @@ class Model:
             colls = rest + ([(key, over, n)] if over else [])
             for wc in self.coll_classes:
                 code = self.code[wc]
-                groups = []
-                changed = False
+                keep = []
                 for (wpc, wenv), wm in locs[wc]:
                     wi = code[wpc]
                     if wi.op is COLL_WAIT and self.coll_key(wc, wi, wenv)[0] == key:
-                        groups.extend((loc, wm) for loc in self.settle(wc, wpc + 1, wenv))
-                        changed = True
+                        # a released group may reach a `choose`: its outcomes are alternatives, not a split
+                        released.append((wc, [(loc, wm) for loc in self.settle(wc, wpc + 1, wenv)]))
                     else:
-                        groups.append(((wpc, wenv), wm))
-                if changed:
-                    locs[wc] = _merge(groups)
+                        keep.append(((wpc, wenv), wm))
+                if len(keep) != len(locs[wc]):
+                    locs[wc] = tuple(keep)
             if blocking:
                 moving.append((pc + 2, m - over))
                 if over:
@@ -783,12 +783,19 @@ class Model:
                 vis = tuple(sorted(v for v in ((g, cl, ("cta" if key[0] != "c" else None) if st == ("pub", key) else st)
                                                for g, cl, st in vis) if v[2] is not None))
         colls_t = tuple(sorted(colls))
-        outcomes: list[list] = [[]]
+        outcomes: list[list] = [[]]  # each: (class, place) pairs, one per moved group
         for start, cnt in moving:
-            outcomes = [o + [(loc, cnt)] for o in outcomes for loc in self.settle(c, start, env)]
+            outcomes = [o + [(c, (loc, cnt))] for o in outcomes for loc in self.settle(c, start, env)]
+        for wc, alternatives in released:
+            outcomes = [o + [(wc, alt)] for o in outcomes for alt in alternatives]
         for k, moved in enumerate(outcomes):
-            groups = _merge(list(locs[c]) + waiting + moved)
-            t = s._replace(locs=tuple(locs[:c]) + (groups,) + tuple(locs[c + 1:]), colls=colls_t, dirty=dirty, vis=vis)
+            new_locs = list(locs)
+            new_locs[c] = tuple(list(new_locs[c]) + waiting)
+            for mc, place in moved:
+                new_locs[mc] = tuple(new_locs[mc]) + (place,)
+            for mc in {c} | {mc for mc, _ in moved}:
+                new_locs[mc] = _merge(new_locs[mc])
+            t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis)
             out.append((("t", c, gi, k), t, ()))
 
     # ------------------------------------------------------------ asynchronous events

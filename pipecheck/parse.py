@@ -26,10 +26,25 @@ def _grammar_text() -> str:
     return (resources.files("pipecheck.grammars") / "pipe.lark").read_text()
 
 
+class _LineStart:
+    """Post-lexer: an `expect_tx` at the start of a line is a statement, never an `arrive` option."""
+
+    always_accept = ()
+
+    def process(self, stream):
+        prev = None
+        for tok in stream:
+            if tok.type == "EXPECT_TX" and prev is not None and tok.line > (prev.end_line or prev.line):
+                yield Token.new_borrow_pos("_SEP", "", tok)
+            yield tok
+            prev = tok
+
+
 @functools.cache
 def _parser() -> Lark:
     # cache=True keeps the built LALR tables in the temp directory: start-up matters for pre-commit use
-    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
+                postlex=_LineStart())
 
 
 def _span(file: str, meta) -> Span:

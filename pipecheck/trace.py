@@ -169,13 +169,14 @@ def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(model: Model, path: tuple, config: Config | None = None) -> Trace:
+def build(model: Model, path: tuple, config: Config | None = None, system=None) -> Trace:
     s = model.initial()
     init = s
     steps: list[Step] = []
     columns: list[str] = []
     states: list[State] = []
-    for i, (action, after, findings) in enumerate(replay(model, path)):
+    # replay through the system the witness was found in (symmetry renames classes as it goes)
+    for i, (action, after, findings) in enumerate(replay(system if system is not None else model, path)):
         bar = buf = -1
         if action[0] == "t":
             c, gi = action[1], action[2]

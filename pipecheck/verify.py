@@ -20,6 +20,7 @@ from .lower import Config, lowest_lane, resolve_roles
 from .model import Model
 from .parse import load_spec
 from .por import Reduced
+from .symmetry import Symmetric
 
 VERDICTS = ("verified", "findings", "inconclusive")
 SCHEDULING_BUDGET = 50_000  # states of the lockstep re-run that decides whether findings need lanes to run apart
@@ -35,6 +36,7 @@ class Options:
     lockstep: bool = False  # each warp reconverges at the end of every branch (--lockstep)
     check_scheduling: bool = True  # say which findings need independent thread scheduling
     only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
+    symmetry: bool = True  # identical role instances are interchangeable (switchable for measurement)
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Run:
     cclass: ConfigClass
     model: Model
     exploration: Exploration
+    system: object = None  # what was explored: the model, possibly wrapped by symmetry (for replaying witnesses)
 
     @property
     def config(self) -> Config:
@@ -131,12 +134,16 @@ def verify_file(path: str, options: Options = Options(),
             limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
         try:
             model = Model(kernel, cc.classes, sites, options.lockstep)
+            base = model
+            if options.symmetry:
+                sym = Symmetric(model)
+                base = sym if sym.active else model
             # the reduction does not know that lockstep moves several classes in one step
-            system = Reduced(model) if options.reduce and not options.lockstep else model
+            system = Reduced(base) if options.reduce and not options.lockstep else base
             exp = explore(system, limits, progress)
         except EvalError as exc:
             raise error("value", str(exc), _site_span(sites, exc.site)) from None
-        runs.append(Run(cc, model, exp))
+        runs.append(Run(cc, model, exp, base))
         if exp.stopped and exp.stopped != "first-finding":
             stopped = exp.stopped
     issues = _collect(runs, cclasses, esites, options)

@@ -120,7 +120,7 @@ def why_text(result: Result, issue: Issue, trace: Trace, ctext: str) -> str:
 
 def view(result: Result, issue: Issue) -> IssueView:
     model = issue.run.model
-    trace = build(model, issue.witness.path, issue.run.config)
+    trace = build(model, issue.witness.path, issue.run.config, issue.run.system)
     ctext = config_text(result, issue.run.config)
     span = result.sites[issue.finding.site].span if 0 <= issue.finding.site < len(result.sites) else None
     bars = [barrier_line(model, trace.final, gid) for gid in involved_barriers(model, trace, issue.finding)[:8]]

@@ -1,0 +1,142 @@
+"""Symmetry of identical role instances: states that differ only in which instance is which are one state.
+
+Instances of a role whose thread classes have the same code and sizes (`consumer[4]`
+whose code never reads `instance`) are interchangeable. Each state is replaced by a
+canonical one, its instances sorted by everything that belongs to them, with every class,
+MMA unit and collective renamed accordingly. A wrapper around any model with that state
+layout; switch it off with --no-symmetry.
+"""
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from .model import Model, State
+
+
+class Symmetric:
+    def __init__(self, model: Model):
+        self.model = model
+        self.groups = self._groups(model)
+
+    @staticmethod
+    def _groups(model: Model) -> list[list[tuple[int, tuple[int, ...], tuple[int, ...]]]]:
+        """Per (cta, role): lists of interchangeable instances as (instance, classes, MMA units)."""
+        by_role: dict[tuple[int, int], dict[int, list]] = {}
+        for cl in model.classes:
+            by_role.setdefault((cl.cta, cl.role), {}).setdefault(cl.instance, []).append(cl)
+        groups = []
+        for (cta, role), insts in sorted(by_role.items()):
+            if len(insts) < 2:
+                continue
+            by_shape: dict[tuple, list] = {}
+            for inst, cls in sorted(insts.items()):
+                shape = tuple((c.size, c.warp, c.warpgroup, c.program, c.members) for c in cls)
+                units = tuple(dict.fromkeys(model.mma_unit[c.id] for c in cls if model.mma_unit[c.id] >= 0))
+                by_shape.setdefault(shape, []).append((inst, tuple(c.id for c in cls), units))
+            for members in by_shape.values():
+                if len(members) > 1:
+                    groups.append(members)
+        return groups
+
+    @property
+    def active(self) -> bool:
+        return bool(self.groups)
+
+    # ------------------------------------------------------------ the transition-system interface
+    def initial(self) -> State:
+        return self.canon(self.model.initial())
+
+    def successors(self, s: State) -> list:
+        return [(a, self.canon(t), f) for a, t, f in self.model.successors(s)]
+
+    def step(self, s: State, action: Any):
+        t, f = self.model.step(s, action)
+        return self.canon(t), f
+
+    def terminal_findings(self, s: State):
+        return self.model.terminal_findings(s)
+
+    def process_of(self, action: Any):
+        return self.model.process_of(action)
+
+    def processes(self, s: State, enabled: set):
+        return self.model.processes(s, enabled)
+
+    # ------------------------------------------------------------ canonical states
+    def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...]) -> bytes:
+        local = {c: k for k, c in enumerate(classes)}
+        lu = {u: k for k, u in enumerate(units)}
+
+        def rc(c):
+            return local.get(c, ("x", c))
+
+        mmas = tuple((d, f, tuple((q, ops, site, rc(c), out) for q, ops, site, c, out in inf))
+                     for d, f, inf in (s.mmas[u] for u in units))
+        stores = sorted((rc(c), q, b, t, st, si) for c, q, b, t, st, si in s.stores if c in local)
+        dirty = sorted((b, rc(c), y) for b, c, y in s.dirty if c in local)
+        flight = sorted(op[:5] for op in s.flight if op[5] in local)
+        commits = sorted((k[0], lu.get(k[1], rc(k[1])) if k[0] == "mma" else rc(k[1]), k[2], k[3], rc(k[5]), k[7])
+                         for k in s.commits if k[5] in local)
+        arrivers = tuple(sorted((g, r) for g, b in enumerate(s.bars) if b is not None
+                                for c, r in b.arrivers if c in local))
+        sig = (tuple(s.locs[c] for c in classes), mmas, tuple(stores), tuple(dirty), tuple(flight), tuple(commits),
+               arrivers)
+        return pickle.dumps(sig, 5)
+
+    def canon(self, s: State) -> State:
+        cmap: dict[int, int] = {}
+        umap: dict[int, int] = {}
+        imap: dict[tuple, int] = {}
+        for members in self.groups:
+            order = sorted(range(len(members)), key=lambda i: self._signature(s, members[i][1], members[i][2]))
+            if order == list(range(len(members))):
+                continue
+            role_key = None
+            for new, old in enumerate(order):
+                inst_new, cls_new, units_new = members[new]
+                inst_old, cls_old, units_old = members[old]
+                for a, b in zip(cls_old, cls_new):
+                    cmap[a] = b
+                for a, b in zip(units_old, units_new):
+                    umap[a] = b
+                role_key = (self.model.classes[cls_new[0]].cta, self.model.classes[cls_new[0]].role)
+                imap[role_key + (inst_old,)] = inst_new
+        if not cmap:
+            return s
+        return self._rename(s, cmap, umap, imap)
+
+    def _rename(self, s: State, cmap: dict[int, int], umap: dict[int, int], imap: dict[tuple, int]) -> State:
+        c_ = lambda c: cmap.get(c, c)  # noqa: E731
+        u_ = lambda u: umap.get(u, u)  # noqa: E731
+        locs = list(s.locs)
+        for a, b in cmap.items():
+            locs[b] = s.locs[a]
+        mmas = list(s.mmas)
+        for a, b in umap.items():
+            d, f, inf = s.mmas[a]
+            mmas[b] = (d, f, tuple((q, ops, site, c_(c), out) for q, ops, site, c, out in inf))
+        for u in range(len(mmas)):
+            if u not in umap:
+                d, f, inf = mmas[u]
+                if any(c in cmap for _, _, _, c, _ in inf):
+                    mmas[u] = (d, f, tuple((q, ops, site, c_(c), out) for q, ops, site, c, out in inf))
+        bars = tuple(b if b is None or not any(c in cmap for c, _ in b.arrivers)
+                     else b._replace(arrivers=frozenset((c_(c), r) for c, r in b.arrivers)) for b in s.bars)
+        flight = tuple(sorted(op[:5] + (c_(op[5]), op[6]) for op in s.flight))
+        stores = tuple(sorted((c_(c), q, b, t, st, si) for c, q, b, t, st, si in s.stores))
+        dirty = tuple(sorted((b, c_(c), y) for b, c, y in s.dirty))
+        vis = tuple(sorted((g, c_(c), st) for g, c, st in s.vis))
+        commits = tuple(sorted((k[0], u_(k[1]) if k[0] == "mma" else c_(k[1]), k[2], k[3], k[4], c_(k[5]),
+                                (c_(k[6][0]),) + tuple(k[6][1:]), k[7]) for k in s.commits))
+        colls = tuple(sorted((self._rename_key(k, imap), a, n) for k, a, n in s.colls))
+        return State(tuple(locs), bars, s.bufs, flight, colls, tuple(mmas), stores, dirty, vis, commits, s.exited,
+                     s.halted)
+
+    @staticmethod
+    def _rename_key(key: tuple, imap: dict[tuple, int]) -> tuple:
+        if key[0] in ("e", "w", "r"):  # warp-level collectives name their role instance
+            inst = imap.get((key[1], key[2], key[3]))
+            if inst is not None:
+                return key[:3] + (inst,) + key[4:]
+        return key

@@ -1,0 +1,67 @@
+"""The reductions never change what is found: reduced and full exploration agree on every spec.
+
+For each spec (at small parameters, so the full state space stays small) the plain search
+(no partial-order reduction, no symmetry) and each reduced search run to completion, past
+findings too, and must report the same verdict and the same set of (code, line) findings.
+Persistent-set search preserves every reachable finding of an acyclic system (por.py) and
+symmetry only merges isomorphic states (symmetry.py); this test checks that the model's
+footprints and renamings make those theorems apply. Where the plain search past findings
+is too large, they must at least agree on the verdict.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipecheck.explore import Limits
+from pipecheck.verify import Options, load_checked, verify_file
+from conftest import ROOT
+
+SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1}
+FULL_LIMIT = 150_000
+
+
+def small(path: Path) -> tuple[tuple[str, int], ...]:
+    """The small parameters, clamped to each parameter's declared range."""
+    kernel = load_checked(str(path), {}, {})
+    out = []
+    for p in kernel.params:
+        if p.name in SMALL:
+            v = SMALL[p.name]
+            if p.lo is not None:
+                v = max(v, p.lo)
+            if p.hi is not None:
+                v = min(v, p.hi)
+            out.append((p.name, v))
+    return tuple(out)
+
+
+REDUCTIONS = {"por+symmetry": dict(reduce=True, symmetry=True), "symmetry": dict(reduce=False, symmetry=True),
+              "por": dict(reduce=True, symmetry=False)}
+
+
+def run(path: Path, ov: tuple, past: bool, reduce: bool = False, symmetry: bool = False):
+    limits = Limits(max_states=FULL_LIMIT, stop_at_first=not past, past_findings=past)
+    return verify_file(str(path), Options(overrides=ov, limits=limits, reduce=reduce, symmetry=symmetry))
+
+
+def findings(r) -> set:
+    return {(i.code, r.sites[i.finding.site].span.line if i.finding.site >= 0 else 0) for i in r.issues}
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_reductions_preserve_findings(path: Path):
+    ov = small(path)
+    full = run(path, ov, past=True)
+    if full.stopped is None:
+        for name, how in REDUCTIONS.items():
+            reduced = run(path, ov, past=True, **how)
+            assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), name
+    else:  # too large to list every finding: the verdicts must still agree
+        full = run(path, ov, past=False)
+        assert full.stopped is None, f"{path.name}: the full search is too large for this test"
+        for name, how in REDUCTIONS.items():
+            reduced = run(path, ov, past=False, **how)
+            assert reduced.verdict == full.verdict == "findings", name
