@@ -168,6 +168,8 @@ class _Build(Transformer):
     def stmt(self, c):  # a lone ';'
         return None
 
+    stmt_body = stmt
+
     @v_args(meta=True)
     def let_stmt(self, meta, c):
         return A.Let(str(c[0]), c[1], self.s(meta))
