@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
+    v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
+                   help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
+    v.add_argument("--depth", type=int, default=30, help="the bound of --engine bmc (transitions)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
@@ -151,7 +154,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         overrides=values, elect=args.elect,
         limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
                       stop_at_first=not args.all),
-        reduce=not args.no_reduction, all_params=args.all_params, ranges=ranges,
+        reduce=not args.no_reduction, all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth,
     )
     codes = []
     for spec in args.specs:

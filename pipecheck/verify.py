@@ -20,7 +20,7 @@ from .lower import Config, lowest_lane, resolve_roles
 from .model import Model
 from .parse import load_spec
 from .por import Reduced
-from .symbolic import static, sweep
+from .symbolic import bmc, static, sweep
 from .symbolic.terms import Point
 
 VERDICTS = ("verified", "findings", "inconclusive")
@@ -36,6 +36,8 @@ class Options:
     all_params: bool = False  # every value of every declared parameter range, not only the defaults
     ranges: tuple[tuple[str, int, int], ...] = ()  # -D NAME=LO..HI: narrow a range for all_params
     explore: bool = True  # False: static checks only (`pipecheck check`)
+    engine: str = "explicit"  # "bmc": bounded model checking in z3 (symbolic/bmc.py), to `depth` steps
+    depth: int = 30  # the bound of the bmc engine, in transitions
 
 
 @dataclass
@@ -156,7 +158,10 @@ def verify_file(path: str, options: Options = Options(),
             try:
                 if key not in explored:  # equal keys explore the same graph: once is enough
                     model = Model(k, cc.classes, psites)
-                    explored[key] = (model, explore(Reduced(model) if options.reduce else model, limits, progress))
+                    if options.engine == "bmc":
+                        explored[key] = (model, bmc.search(model, limits, options.depth))
+                    else:
+                        explored[key] = (model, explore(Reduced(model) if options.reduce else model, limits, progress))
             except EvalError as exc:
                 if not options.all_params:
                     raise _spec_error(exc, sites) from None
