@@ -361,6 +361,7 @@ def param_classes(space: ParamSpace, predicates: list[Predicate]) -> ParamClasse
         solver.add(z3.Not(formula))
     for r in out.regions:
         r.text = formula_text(space, r.formula, [(p, v) for p, v in zip(predicates, r.values)])
+    out.regions.sort(key=lambda r: (r.text, r.values))
     return out
 
 
