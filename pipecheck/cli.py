@@ -25,14 +25,26 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _define(value: str) -> tuple[str, int]:
+def _define(value: str) -> tuple[str, int] | tuple[str, int, int]:
     if "=" not in value:
         raise argparse.ArgumentTypeError(f"-D takes NAME=VALUE, not {value!r}")
     name, _, v = value.partition("=")
     try:
+        if ".." in v:  # NAME=LO..HI narrows a range for --all-params
+            lo, _, hi = v.partition("..")
+            return name.strip(), int(lo.strip(), 0), int(hi.strip(), 0)
         return name.strip(), int(v.strip(), 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"-D {name}: {v!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"-D {name}: {v!r} is not an integer (or LO..HI)") from None
+
+
+def _params(args) -> tuple[tuple, tuple]:
+    """-D values (pinned parameters) and -D ranges (narrowed, --all-params only)."""
+    values = tuple(d for d in args.defines if len(d) == 2)
+    ranges = tuple(d for d in args.defines if len(d) == 3)
+    if ranges and not getattr(args, "all_params", False):
+        raise _UsageError(f"-D {ranges[0][0]}={ranges[0][1]}..{ranges[0][2]}: a range needs --all-params")
+    return values, ranges
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="explore every schedule and report hangs, races and faults")
     v.add_argument("specs", nargs="+", metavar="SPEC")
     v.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE",
-                   help="override a parameter")
+                   help="override a parameter (NAME=LO..HI narrows its range for --all-params)")
+    v.add_argument("--all-params", action="store_true",
+                   help="verify every value of every declared parameter range, with the condition of each finding")
     v.add_argument("--elect", choices=["any", "lowest"], default="any",
                    help="any: every lane PTX allows elect.sync to pick (default); lowest: the H200's observed choice")
     v.add_argument("--format", choices=["text", "json", "sarif", "html", "mermaid", "dot"], default="text",
@@ -60,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                    "identical role instance is which (for measurement)")
     v.add_argument("--lockstep", action="store_true",
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
+    v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
+                   help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
+    v.add_argument("--depth", type=int, default=30, help="the bound of --engine bmc (transitions)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
@@ -89,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    c.add_argument("--all-params", action="store_true", help="run the static checks over every declared parameter range")
     return p
 
 
@@ -141,6 +159,11 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_ERROR
     except SystemExit as exc:  # --help
         return EXIT_VERIFIED if not exc.code else EXIT_ERROR
+    try:
+        _params(args)
+    except _UsageError as exc:
+        stderr.write(f"pipecheck: error: {exc}\n")
+        return EXIT_ERROR
     if args.command == "check":
         return _check(args, stdout, stderr)
     if args.command == "explain":
@@ -153,14 +176,27 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _check(args, stdout: TextIO, stderr: TextIO) -> int:
+    values, ranges = _params(args)
     worst = EXIT_VERIFIED
     for spec in args.specs:
         sources: dict[str, str] = {}
         try:
-            kernel = load_checked(spec, dict(args.defines), sources)
+            result = verify_file(spec, Options(overrides=values, all_params=args.all_params, ranges=ranges, explore=False))
         except SpecError as exc:
+            try:
+                load_checked(spec, {}, sources)
+            except Exception:  # noqa: BLE001 - only to collect source text for the caret
+                pass
             _spec_error(exc, sources, stderr)
             worst = EXIT_ERROR
+            continue
+        kernel = result.kernel
+        if result.static:  # the static findings (byte accounting, SMEM budget, tensor maps, ranges)
+            for d in result.static:
+                stdout.write(render(d, result.sources) + "\n")
+            codes = ", ".join(dict.fromkeys(d.code for d in result.static))
+            stdout.write(f"{spec}: {len(result.static)} static finding(s) ({codes})\n")
+            worst = max(worst, EXIT_FINDINGS)
             continue
         roles = ", ".join(f"{r.name}[{r.instances}]x{r.threads}" if r.instances > 1 else f"{r.name}x{r.threads}"
                           for r in kernel.roles)
@@ -181,7 +217,7 @@ def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
     """The contract table; exit 1 when a stage barrier lacks one producer and one consumer role."""
     from .report.explain import explain_file, render_explain, to_dict
     try:
-        e = explain_file(args.spec, dict(args.defines), args.elect)
+        e = explain_file(args.spec, dict(_params(args)[0]), args.elect)
     except SpecError as exc:
         _spec_error(exc, _sources_of(args.spec), stderr)
         return EXIT_ERROR
@@ -197,7 +233,7 @@ def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
 def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
     from .report.explain import explain_file, render_graph
     try:
-        e = explain_file(args.spec, dict(args.defines), args.elect)
+        e = explain_file(args.spec, dict(_params(args)[0]), args.elect)
     except SpecError as exc:
         _spec_error(exc, _sources_of(args.spec), stderr)
         return EXIT_ERROR
@@ -212,7 +248,7 @@ def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("pipecheck: error: latencies are at least 1 round\n")
         return EXIT_ERROR
     try:
-        t = timeline_file(args.spec, dict(args.defines), args.elect, args.load_latency, args.mma_latency,
+        t = timeline_file(args.spec, dict(_params(args)[0]), args.elect, args.load_latency, args.mma_latency,
                           args.max_states, args.timeout)
     except SpecError as exc:
         _spec_error(exc, _sources_of(args.spec), stderr)
@@ -226,11 +262,13 @@ def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
+    values, ranges = _params(args)
     options = Options(
-        overrides=tuple(args.defines), elect=args.elect,
+        overrides=values, elect=args.elect,
         limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
                       stop_at_first=not args.all),
         reduce=not args.no_reduction, lockstep=args.lockstep, symmetry=not args.no_symmetry,
+        all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth,
     )
     out = stdout
     if args.output:
@@ -318,6 +356,12 @@ def _stats(result: Result, stderr: TextIO) -> None:
         rate = e.states / e.seconds if e.seconds > 0 else 0.0
         stderr.write(f"{result.spec}: {e.states} states, {e.transitions} transitions, depth {e.depth}, "
                      f"{e.seconds:.3f} s ({rate:,.0f} states/s)\n")
+    if result.plan is not None:  # the symbolic steps: classes found and the time each took
+        p = result.plan
+        lanes = sorted({len(r.cclass.partition.classes) for r in result.runs if r.cclass.partition is not None})
+        times = ", ".join(f"{k} {v:.3f} s" for k, v in p.seconds.items())
+        stderr.write(f"{result.spec}: {len(p.points)} parameter point(s), {len(p.pclasses.regions) or 1} parameter "
+                     f"region(s), lane classes {lanes or '-'}; {times}\n")
     stderr.write(f"{result.spec}: total {result.seconds:.3f} s\n")
 
 

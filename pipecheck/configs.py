@@ -1,10 +1,11 @@
 """The configurations one spec stands for, split into classes that explore identically.
 
 A configuration fixes what PTX leaves open and the spec does not: the lane each
-`elect(mask)` picks (SEMANTICS 2) and every kernel-scope `choose`. Two configurations
-whose thread classes have the same code and sizes explore the same graph, so one
-representative per class is explored, and a finding's condition is the set of
-configurations whose class shows it.
+`elect(mask)` picks (SEMANTICS 2) and every kernel-scope `choose`. Lanes that z3 finds
+interchangeable (symbolic/classes.py) are explored once; then two configurations whose
+thread classes have the same code and sizes explore the same graph, so one representative
+per class is explored, and a finding's condition is the set of configurations whose class
+shows it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from .check import CheckedKernel
 from .diagnostics import error
 from .ir import Site
-from .lower import Config, RoleCode, ThreadClass, build_classes, lane_profile, lowest_lane
+from .ir import RChoice, ROp
+from .lower import Config, RoleCode, ThreadClass, build_classes, lowest_lane, signature_nodes
+from .symbolic.classes import LanePartition, elect_orbits, lane_partition
 
 MAX_CONFIGS = 4096
 
@@ -31,6 +34,7 @@ class ConfigClass:
     representative: Config
     members: list[Config]
     classes: list[ThreadClass]
+    partition: LanePartition | None = None  # the z3 lane classes behind it (None with --elect lowest)
 
     def is_hardware(self, masks: list[int]) -> bool:
         """Whether the H200's choice (lowest lane of each mask) belongs to this class."""
@@ -68,42 +72,64 @@ def _choice_values(kernel: CheckedKernel) -> list[tuple[str, list[tuple[int, ...
     return out
 
 
-def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str) -> list[ConfigClass]:
-    """Every configuration, grouped by the thread classes it produces; representatives first-lowest."""
+def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
+                   cache: dict | None = None) -> list[ConfigClass]:
+    """Every configuration, grouped by the thread classes it produces; representatives first-lowest.
+
+    The elected lanes are split by z3 (symbolic.classes): one representative per orbit of
+    interchangeable lanes; configurations whose thread classes coincide are merged after that.
+    """
     masks = sorted({m for code in codes for m in code.elect_masks})
-    lane_choices = []  # per mask: (representative lane, every lane it stands for)
-    for m in masks:
-        lanes = [lane for lane in range(32) if m >> lane & 1]
-        if elect == "lowest":
-            lane_choices.append([(lowest_lane(m), [lowest_lane(m)])])
-            continue
-        by_profile: dict[tuple, list[int]] = {}
-        for lane in lanes:
-            by_profile.setdefault(lane_profile(kernel, codes, m, lane), []).append(lane)
-        lane_choices.append([(group[0], group) for group in by_profile.values()])
     choices = _choice_values(kernel)
     total = 1
-    for lc in lane_choices:
-        total *= len(lc)  # classes of lanes, not lanes
     for _, vals in choices:
         total *= len(vals)
-    if total > MAX_CONFIGS:
-        raise error("value", f"the spec has {total} configurations (elected lanes x kernel choices); pipecheck explores at "
-                    f"most {MAX_CONFIGS}: narrow a `choose` range or pass --elect lowest", kernel.span)
+    cache = {} if cache is None else cache
     groups: dict[tuple, ConfigClass] = {}
-    for picks in itertools.product(*lane_choices):
-        reps = tuple(rep for rep, _ in picks)
-        for vals in itertools.product(*[v for _, v in choices]):
-            chosen = tuple((name, v) for (name, _), v in zip(choices, vals))
-            cfg = Config(tuple(zip(masks, reps)), chosen)
-            members = [Config(tuple(zip(masks, lanes)), chosen) for lanes in itertools.product(*[g for _, g in picks])]
+    explored = 0
+    for vals in itertools.product(*[v for _, v in choices]):
+        chosen = tuple((name, v) for (name, _), v in zip(choices, vals))
+        partition = None
+        if elect == "lowest" or not masks:
+            low = tuple(lowest_lane(m) for m in masks)
+            orbits = [(low, [low])]
+        else:
+            partition = _partition(kernel, codes, masks, dict(chosen), cache)
+            orbits = elect_orbits(partition, masks)
+        explored += len(orbits)
+        if max(explored, total) > MAX_CONFIGS:
+            raise error("value", f"the spec has at least {max(explored, total)} configurations (classes of elected lanes x "
+                        f"kernel choices); pipecheck explores at most {MAX_CONFIGS}: narrow a `choose` range or "
+                        "pass --elect lowest", kernel.span)
+        for rep, picks in orbits:
+            cfg = Config(tuple(zip(masks, rep)), chosen)
+            members = [Config(tuple(zip(masks, pick)), chosen) for pick in picks]
             classes = build_classes(kernel, codes, cfg, elect == "lowest")
             key = tuple(cl.shape_key() for cl in classes)
             if key in groups:
                 groups[key].members.extend(members)
             else:
-                groups[key] = ConfigClass(cfg, members, classes)
+                groups[key] = ConfigClass(cfg, members, classes, partition)
     return list(groups.values())
+
+
+def _partition(kernel: CheckedKernel, codes: list[RoleCode], masks: list[int], chosen: dict, cache: dict) -> LanePartition:
+    """The z3 lane partition, cached on everything it reads (signature nodes, role shapes, the choices they name)."""
+    nodes = tuple((c.role_index, tuple(signature_nodes(c))) for c in codes if c.elect_masks)
+    named = {n for _, ns in nodes for node in ns for n in _choice_names(node)}
+    shapes = tuple((r.instances, r.threads) for r in kernel.roles)
+    key = (tuple(masks), nodes, shapes, kernel.cluster, tuple(sorted((n, v) for n, v in chosen.items() if n in named)))
+    if key not in cache:
+        cache[key] = lane_partition(kernel, codes, masks, chosen)
+    return cache[key]
+
+
+def _choice_names(e) -> set[str]:
+    if isinstance(e, RChoice):
+        return {e.name}.union(*(_choice_names(i) for i in e.index))
+    if isinstance(e, ROp):
+        return set().union(*(_choice_names(a) for a in e.args))
+    return set()
 
 
 def _lanes_text(lanes: list[int]) -> str:

@@ -83,7 +83,7 @@ class PipeItem(pytest.Item):
         if code == 2:
             raise PipeFailure(err.getvalue())
         data = json.loads(out.getvalue())
-        got = {f["code"] for f in data["findings"]}
+        got = {f["code"] for f in data["findings"]} | {d["code"] for d in data.get("static", [])}
         if self.expect.strip() == "verified":
             ok = data["verdict"] == "verified"
         else:

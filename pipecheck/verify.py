@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .check import CheckedKernel, check_kernel
-from .configs import ConfigClass, ElectSite, config_classes, describe, elect_sites
+from .configs import ConfigClass, ElectSite, config_classes, elect_sites
 from .diagnostics import Diagnostic, Span, SpecError, error
 from .explore import Exploration, Found, Limits, explore
 from .findings import Finding
@@ -20,7 +20,9 @@ from .lower import Config, lowest_lane, resolve_roles
 from .model import Model
 from .parse import load_spec
 from .por import Reduced
+from .symbolic import bmc, static, sweep
 from .symmetry import Symmetric
+from .symbolic.terms import Point
 
 VERDICTS = ("verified", "findings", "inconclusive")
 SCHEDULING_BUDGET = 50_000  # states of the lockstep re-run that decides whether findings need lanes to run apart
@@ -33,6 +35,11 @@ class Options:
     elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice
     limits: Limits = Limits(max_states=2_000_000, stop_at_first=True)
     reduce: bool = True  # partial-order reduction (switchable for measurement)
+    all_params: bool = False  # every value of every declared parameter range, not only the defaults
+    ranges: tuple[tuple[str, int, int], ...] = ()  # -D NAME=LO..HI: narrow a range for all_params
+    explore: bool = True  # False: static checks only (`pipecheck check`)
+    engine: str = "explicit"  # "bmc": bounded model checking in z3 (symbolic/bmc.py), to `depth` steps
+    depth: int = 30  # the bound of the bmc engine, in transitions
     lockstep: bool = False  # each warp reconverges at the end of every branch (--lockstep)
     check_scheduling: bool = True  # say which findings need independent thread scheduling
     only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
@@ -46,6 +53,7 @@ class Run:
     cclass: ConfigClass
     model: Model
     exploration: Exploration
+    point: Point = ()  # the parameter values it ran with
     system: object = None  # what was explored: the model, possibly wrapped by symmetry (for replaying witnesses)
 
     @property
@@ -84,6 +92,7 @@ class Result:
     seconds: float
     stopped: str | None = None
     static: list[Diagnostic] = field(default_factory=list)
+    plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
 
     @property
     def exit_code(self) -> int:
@@ -113,50 +122,85 @@ def verify_file(path: str, options: Options = Options(),
     """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong."""
     start = time.perf_counter()
     sources: dict[str, str] = {}
-    kernel = load_checked(path, dict(options.overrides), sources)
+    plan = sweep.plan(path, options.overrides, options.all_params, options.ranges, sources)
+    kernel = plan.kernel
     codes, sites = resolve_roles(kernel, sources, options.lockstep)
-    try:
-        cclasses = config_classes(kernel, codes, options.elect)
-    except EvalError as exc:
-        raise error("value", str(exc), _site_span(sites, exc.site)) from None
     esites = elect_sites(codes, sites)
-    if options.only is not None:
-        cclasses = [cc for cc in cclasses if any(cfg in cc.members for cfg in options.only)]
     runs: list[Run] = []
     stopped = None
-    for cc in cclasses:
-        limits = options.limits
-        if limits.timeout is not None:
-            left = limits.timeout - (time.perf_counter() - start)
-            if left <= 0:
-                stopped = "timeout"
-                break
-            limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
+    expected = 0
+    universe: dict[Point, list[Config]] = {}
+    partitions: dict = {}
+    collector = static.TxCollector()
+    invalid: list[Diagnostic] = []
+    explored: dict[tuple, tuple[Model, Exploration, object]] = {}
+    lane_cache: dict = {}
+    t_classes = t_static = 0.0
+    for point in plan.points:
         try:
-            model = Model(kernel, cc.classes, sites, options.lockstep)
-            base = model
-            if options.symmetry:
-                sym = Symmetric(model)
-                base = sym if sym.active else model
-            # the reduction does not know that lockstep moves several classes in one step
-            system = Reduced(base) if options.reduce and not options.lockstep else base
-            exp = explore(system, limits, progress)
-        except EvalError as exc:
-            raise error("value", str(exc), _site_span(sites, exc.site)) from None
-        runs.append(Run(cc, model, exp, base))
-        if exp.stopped and exp.stopped != "first-finding":
-            stopped = exp.stopped
-    issues = _collect(runs, cclasses, esites, options)
-    if issues and not options.lockstep and options.check_scheduling and stopped is None:
+            t0 = time.perf_counter()
+            k = plan.checked_at(point)
+            pcodes, psites = (codes, sites) if k is kernel else resolve_roles(k, sources, options.lockstep)
+            cclasses = config_classes(k, pcodes, options.elect, lane_cache)
+            if options.only is not None:
+                cclasses = [cc for cc in cclasses if any(cfg in cc.members for cfg in options.only)]
+            t1 = time.perf_counter()
+            for cc in cclasses:
+                collector.add(point, (plan.order(point), len(runs)), cc.members, static.tx_accounting(k, cc.classes, psites))
+            t_classes, t_static = t_classes + t1 - t0, t_static + time.perf_counter() - t1
+        except (SpecError, EvalError) as exc:
+            if not options.all_params:
+                raise _spec_error(exc, sites)
+            invalid += sweep.invalid_point(_spec_error(exc, sites), point, plan)
+            continue
+        universe[point] = [cfg for cc in cclasses for cfg in cc.members]
+        partitions[point] = next((cc.partition for cc in cclasses if cc.partition is not None), None)
+        expected += len(cclasses)
+        for cc in cclasses if options.explore and not stopped else ():
+            limits = options.limits
+            if limits.timeout is not None:
+                left = limits.timeout - (time.perf_counter() - start)
+                if left <= 0:
+                    stopped = "timeout"
+                    break
+                limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
+            key = sweep.exploration_key(k, cc.classes)
+            try:
+                if key not in explored:  # equal keys explore the same graph: once is enough
+                    model = Model(k, cc.classes, psites, options.lockstep)
+                    base = model
+                    if options.symmetry:
+                        sym = Symmetric(model)
+                        base = sym if sym.active else model
+                    if options.engine == "bmc":
+                        explored[key] = (model, bmc.search(model, limits, options.depth), model)
+                    else:
+                        # the reduction does not know that lockstep moves several classes in one step
+                        system = Reduced(base) if options.reduce and not options.lockstep else base
+                        explored[key] = (model, explore(system, limits, progress), base)
+            except EvalError as exc:
+                if not options.all_params:
+                    raise _spec_error(exc, sites) from None
+                invalid += sweep.invalid_point(_spec_error(exc, sites), point, plan)
+                break
+            model, exp, base = explored[key]
+            runs.append(Run(cc, model, exp, point, base))
+            if exp.stopped and exp.stopped != "first-finding":
+                stopped = exp.stopped
+    plan.seconds.update({"classes": t_classes, "byte-accounting": t_static})
+    issues = _collect(runs, universe, partitions, esites, plan)
+    if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
         _mark_scheduling(path, issues, options)
-    if issues:
+    found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
+    findings = sweep.sort_static(found)
+    if issues or findings:
         verdict = "findings"
-    elif stopped or len(runs) < len(cclasses):
+    elif options.explore and (stopped or len(runs) < expected):
         verdict = "inconclusive"
     else:
         verdict = "verified"
     return Result(path, kernel, options, verdict, issues, runs, sites, sources, esites,
-                  time.perf_counter() - start, stopped)
+                  time.perf_counter() - start, stopped, findings, plan)
 
 
 def _mark_scheduling(path: str, issues: list[Issue], options: Options) -> None:
@@ -165,24 +209,36 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options) -> None:
     from dataclasses import replace
     limits = replace(options.limits, stop_at_first=True, max_states=SCHEDULING_BUDGET)
     failing = tuple(i.run.config for i in issues)  # only the configurations that showed something
-    again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing))
+    again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
+                                      all_params=False))
     if again.verdict == "verified":
         for i in issues:
             i.needs_independent_scheduling = True
 
 
-def _collect(runs: list[Run], cclasses: list[ConfigClass], esites: list[ElectSite], options: Options) -> list[Issue]:
-    everything = [cfg for cc in cclasses for cfg in cc.members]
-    masks = sorted({m for cfg in everything for m, _ in cfg.elect})
+def _spec_error(exc: SpecError | EvalError, sites: list[Site]) -> SpecError:
+    if isinstance(exc, SpecError):
+        return exc
+    return error("value", str(exc), _site_span(sites, exc.site))
+
+
+def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: dict, esites: list[ElectSite],
+             plan: sweep.Plan) -> list[Issue]:
+    masks = sorted({m for cfgs in universe.values() for cfg in cfgs for m, _ in cfg.elect})
     by_key: dict[tuple, list[tuple[Run, Found]]] = {}
     for run in runs:
         for found in run.exploration.found:
             by_key.setdefault(found.finding.key, []).append((run, found))
     issues = []
     for key, hits in by_key.items():
-        run, found = min(hits, key=lambda h: (len(h[1].path), runs.index(h[0])))
-        configs = [cfg for r, _ in hits for cfg in r.cclass.members]
-        condition = describe(configs, everything, esites)
+        # the witness: at the default parameters if it shows there, else the nearest point; then the shortest
+        run, found = min(hits, key=lambda h: (plan.order(h[0].point), len(h[1].path), runs.index(h[0])))
+        per_point: dict[Point, list[Config]] = {}
+        for r, _ in hits:
+            per_point.setdefault(r.point, []).extend(r.cclass.members)
+        configs = [cfg for cfgs in per_point.values() for cfg in cfgs]
+        condition, witness = sweep.condition(per_point, universe, esites, partitions, plan, run.point)
+        condition += f" (witness: {witness})" if witness else ""
         on_hw: bool | None = None
         if masks:
             on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in configs)

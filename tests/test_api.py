@@ -38,7 +38,7 @@ def test_verify_a_path_with_semantics_options():
 def test_report_renderings_agree():
     report = pipecheck.verify(SPEC)
     assert report.to_json()["verdict"] == "findings"
-    assert report.sarif()["runs"][0]["results"][0]["ruleId"] == "hang"
+    assert "hang" in [r["ruleId"] for r in report.sarif()["runs"][0]["results"]]
     assert "<svg" in report.html() and "[hang]" in report.text()
 
 

@@ -88,8 +88,10 @@ def test_malformed_spec_reports_location(name, spec):
 
 
 def test_check_command(spec):
-    code, out, _ = cli("check", str(ROOT / "specs" / "cutlass_3722.pipe"))
-    assert code == 0 and "ok: kernel cutlass_sm90_mainloop" in out
+    code, out, _ = cli("check", str(ROOT / "specs" / "cutlass_3722_fixed.pipe"))
+    assert code == 0 and "ok: kernel cutlass_sm90_mainloop_fixed" in out
+    code, out, _ = cli("check", str(ROOT / "specs" / "cutlass_3722.pipe"))  # static findings exit 1
+    assert code == 1 and "[expect-tx-mismatch]" in out
 
 
 def test_max_states_is_inconclusive():

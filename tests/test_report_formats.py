@@ -96,8 +96,9 @@ def test_sarif_validates_against_the_official_schema():
     run = log["runs"][0]
     assert run["tool"]["driver"]["name"] == "pipecheck"
     results = run["results"]
-    assert [r["ruleId"] for r in results] == ["hang", "stale-read"]  # one result per finding; ring verifies
-    hang = results[0]
+    # one result per finding (the static byte mismatch of #3722 included); ring verifies
+    assert [r["ruleId"] for r in results] == ["expect-tx-mismatch", "hang", "stale-read"]
+    hang = results[1]
     region = hang["locations"][0]["physicalLocation"]["region"]
     assert region["startLine"] == 58 and hang["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith(
         "specs/cutlass_3722.pipe")

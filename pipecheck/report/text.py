@@ -25,8 +25,8 @@ def header(result: Result) -> str:
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":
         return f"{head}: inconclusive: stopped by {result.stopped} after {stats}; no finding so far"
-    codes = ", ".join(dict.fromkeys(i.code for i in result.issues))
-    n = len(result.issues)
+    codes = ", ".join(dict.fromkeys([i.code for i in result.issues] + [d.code for d in result.static]))
+    n = len(result.issues) + len(result.static)  # static findings (symbolic/static.py) count too
     tail = f"; stopped by {result.stopped}, so the search is incomplete" if result.stopped else ""
     return f"{head}: {n} finding{'s' if n != 1 else ''} ({codes}) ({stats}{tail})"
 
