@@ -265,6 +265,9 @@ class Futures:
         procs: list[Process] = []
         max_seq: dict[int, int] = {}
         join_info: dict[tuple[int, int], tuple] = {}
+        bundles = self._bundles(s, enabled) if model.partners else {}
+        if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
+            enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
         for c, groups in enumerate(s.locs):
             for gi, ((pc, env), m) in enumerate(groups):
                 if model.code[c][pc].op is END:
@@ -278,7 +281,8 @@ class Futures:
                     if d[0] == "join":
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
                         join_info[(d[1], d[2])] = (d[3], d[5])
-                procs.append(Process(key, key in enabled, [self.op(s, d) for d in descs], exhaustive))
+                procs.append(Process(key, key in enabled, [self.op(s, d) for d in descs], exhaustive,
+                                     bundles.get(key, ())))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
@@ -327,6 +331,25 @@ class Futures:
         for key, n in self._coll_sizes(s):
             budgets[("coll", key)] = n - arrived.get(key, 0)
         return procs, budgets
+
+    def _bundles(self, s: "State", enabled: set) -> dict[tuple, tuple]:
+        """--lockstep: for each group at a statement its warp runs together, the keys of every group in that move."""
+        model = self.m
+        out: dict[tuple, tuple] = {}
+        for c, groups in enumerate(s.locs):
+            for gi, ((pc, _), _) in enumerate(groups):
+                members = model.partners.get((c, pc))
+                if members is None or members[0][0] != c:
+                    continue
+                keys = []
+                for mc, mpc in members:
+                    gj = next((j for j, ((p, _), _) in enumerate(s.locs[mc]) if p == mpc), None)
+                    if gj is not None:
+                        keys.append(("g", mc, gj))
+                if len(keys) == len(members):
+                    for k in keys:
+                        out[k] = tuple(keys)
+        return out
 
     def _coll_sizes(self, s: "State"):
         for c, groups in enumerate(s.locs):

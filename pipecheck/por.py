@@ -36,6 +36,9 @@ class Process:
     enabled: bool  # whether its head op can run now
     ops: Sequence[Op]  # the head first; may stop early
     exhaustive: bool  # False: the future was cut off; assume it may touch anything
+    # processes whose heads run as one transition with this one (lanes of a warp in lockstep): a
+    # persistent set holds all of them or none; their head footprints together are the move's
+    bundle: tuple = ()
 
 
 class ReducibleSystem(Protocol):
@@ -147,10 +150,22 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int]) -> set | None:
     return best
 
 
+def _bundled(procs: list[Process], index: dict, t: set) -> set:
+    """`t` with every process that moves together with one of its members."""
+    todo = list(t)
+    while todo:
+        for k in procs[index[todo.pop()]].bundle:
+            if k not in t and k in index:
+                t = t | {k}
+                todo.append(k)
+    return t
+
+
 def _close(procs: list[Process], t: set, budgets: Mapping[Any, int], bound: int) -> set | None:
     """Grow `t` until it is persistent; None once it has `bound` enabled processes (no better than known)."""
     index = {p.key: i for i, p in enumerate(procs)}
     while True:
+        t = _bundled(procs, index, t)
         if sum(1 for k in t if procs[index[k]].enabled) >= bound:
             return None
         avail, ops, unbounded = _reach(procs, t)

@@ -25,7 +25,9 @@ from .symmetry import Symmetric
 from .symbolic.terms import Point
 
 VERDICTS = ("verified", "findings", "inconclusive")
-SCHEDULING_BUDGET = 50_000  # states of the lockstep re-run that decides whether findings need lanes to run apart
+# states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
+# what the main run explored (the re-run has no partial-order reduction), within these bounds
+SCHEDULING_BUDGET = (2_000, 5, 50_000)
 EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
 
 
@@ -175,8 +177,7 @@ def verify_file(path: str, options: Options = Options(),
                     if options.engine == "bmc":
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
-                        # the reduction does not know that lockstep moves several classes in one step
-                        system = Reduced(base) if options.reduce and not options.lockstep else base
+                        system = Reduced(base) if options.reduce else base
                         explored[key] = (model, explore(system, limits, progress), base)
             except EvalError as exc:
                 if not options.all_params:
@@ -207,7 +208,9 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options) -> None:
     """Run again with every warp reconverging after each branch (--lockstep): when that run verifies,
     every finding needed lanes of a warp to run apart. Otherwise nothing is claimed."""
     from dataclasses import replace
-    limits = replace(options.limits, stop_at_first=True, max_states=SCHEDULING_BUDGET)
+    floor, factor, cap = SCHEDULING_BUDGET
+    explored = sum({id(i.run): i.run.exploration.states for i in issues}.values())
+    limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)))
     failing = tuple(i.run.config for i in issues)  # only the configurations that showed something
     again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
                                       all_params=False))

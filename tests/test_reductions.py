@@ -19,7 +19,9 @@ from pipecheck.verify import Options, load_checked, verify_file
 from conftest import ROOT
 
 SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
-SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1}
+SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1,  # the ring family
+         # the real-kernel specs' own loop counts and store stages (clamped to their declared ranges)
+         "K_BLOCKS": 2, "N_BLOCKS": 2, "KV_BLOCKS": 2, "EPI_TILES": 1, "SUBTILES": 1, "STAGES_D": 1, "C_STAGES": 1}
 FULL_LIMIT = 150_000
 
 
@@ -65,3 +67,36 @@ def test_reductions_preserve_findings(path: Path):
         for name, how in REDUCTIONS.items():
             reduced = run(path, ov, past=False, **how)
             assert reduced.verdict == full.verdict == "findings", name
+
+
+def lockstep_matters(path: Path, ov: tuple) -> bool:
+    """Whether --lockstep moves some warp's classes together (otherwise it is the default model, tested above)."""
+    from pipecheck.configs import config_classes
+    from pipecheck.lower import resolve_roles
+    from pipecheck.model import Model
+    sources: dict = {}
+    k = load_checked(str(path), dict(ov), sources)
+    codes, sites = resolve_roles(k, sources, True)
+    return any(Model(k, cc.classes, sites, True).partners for cc in config_classes(k, codes, "any"))
+
+
+LOCKSTEP_SPECS = [p for p in SPECS if lockstep_matters(p, small(p))]
+
+
+@pytest.mark.parametrize("path", LOCKSTEP_SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_reduction_preserves_lockstep_findings(path: Path):
+    """Under --lockstep a warp's converged classes move as one transition; the reduction keeps them together."""
+    ov = small(path)
+
+    def go(past: bool, reduce: bool):
+        limits = Limits(max_states=FULL_LIMIT, stop_at_first=not past, past_findings=past)
+        return verify_file(str(path), Options(overrides=ov, limits=limits, reduce=reduce, symmetry=False,
+                                              lockstep=True, check_scheduling=False))
+    full = go(True, False)
+    if full.stopped is None:
+        reduced = go(True, True)
+        assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full))
+    else:
+        full = go(False, False)
+        assert full.stopped is None, f"{path.name}: the full lockstep search is too large for this test"
+        assert go(False, True).verdict == full.verdict == "findings"
