@@ -146,6 +146,23 @@ def test_engines_agree_on_generated_protocols(tmp_path_factory, text):
 # One small protocol per family of the model's operations; `test_op_cases_cover_every_model_op` keeps the
 # list complete, so an operation added to the model without a bmc encoding fails here, not in the field.
 OP_CASES = {
+    "release_choose": """
+kernel release_choose {
+  smem A bytes 1024
+  mbarrier full count 1
+  role p thread {
+    syncthreads
+    choose x in 0..2
+    if x == 1 { arrive full expect_tx 1024; tma_load A tile 0 bytes 1024 barrier full }
+    if x == 2 { arrive full }
+  }
+  role c thread {
+    syncthreads
+    choose y in 0..1
+    if y == 1 { wait full parity 0; read A tile 0 }
+  }
+}
+""",
     "stores": """
 kernel stores {
   smem D[2] bytes 1024

@@ -386,12 +386,28 @@ class Moves:
         last = arrived >= count
         upd: list = [(f"co{ki}", TRUE, z3.If(last, 0, arrived))]
         unsup = [arrived > count]  # the class would split: some of it goes on, the rest waits
+        # the released waiters, in the model's order; one whose next step is a `choose` adds a digit to the
+        # outcome index (the model's outcomes are the product: the mover's alternatives, then each waiter's)
+        released: list[tuple[int, list[int]]] = []
+        for d, code in enumerate(self.codes):
+            ws = [w for w in code.live(s.t) if code.nodes[w].op is COLL_WAIT and d != c
+                  and self.wait_key(d, code.nodes[w]) == key]
+            if ws:
+                released.append((d, ws))
+        rest, digits = out, {}
+        for d, ws in reversed(released):
+            if any(len(self.codes[d].nodes[w].succ) > 1 for w in ws):
+                radix = B.val(1)
+                for w in ws:
+                    radix = z3.If(z3.And(last, self.at(s, d, w)), B.val(len(self.codes[d].nodes[w].succ)), radix)
+                digits[d] = z3.URem(rest, radix)
+                rest = z3.UDiv(rest, radix)
         if n.op is COLL:
-            nout = z3.If(last, out < len(n.succ), out == 0)
-            upd.append((f"loc{c}", TRUE, z3.If(last, self._pick(n.succ, out), n.wait_node)))
+            nout = z3.If(last, rest < len(n.succ), rest == 0)
+            upd.append((f"loc{c}", TRUE, z3.If(last, self._pick(n.succ, rest), n.wait_node)))
         else:
-            nout = out < max(1, len(n.succ))
-            upd.append((f"loc{c}", TRUE, self._pick(n.succ, out)))
+            nout = rest < max(1, len(n.succ))
+            upd.append((f"loc{c}", TRUE, self._pick(n.succ, rest)))
         for b, d in sorted(self.dirty_pairs):  # a sync ends this class's window to fence its writes
             if d == c:
                 upd.append((f"dt{b}.{c}", v[f"dt{b}.{c}"] != 0, B.val(SYNCED)))
@@ -403,17 +419,11 @@ class Moves:
                 upd.append((f"vs{g}", TRUE, z3.If(released, B.val(VIS_CTA), vs)))
             else:
                 upd += [(f"vs{g}", TRUE, vs), (f"vc{g}", released, B.val(-1))]
-        for d, code in enumerate(self.codes):
-            if d == c:
-                continue
-            for w in code.live(s.t):
-                wn = code.nodes[w]
-                if wn.op is COLL_WAIT and self.wait_key(d, wn) == key:
-                    here = z3.And(last, self.at(s, d, w))
-                    if len(wn.succ) != 1:
-                        unsup.append(here)  # a released waiter that reaches a `choose`: alternatives not encoded
-                    else:
-                        upd.append((f"loc{d}", here, B.val(wn.succ[0])))
+        for d, ws in released:
+            for w in ws:
+                succ = self.codes[d].nodes[w].succ
+                upd.append((f"loc{d}", z3.And(last, self.at(s, d, w)),
+                            self._pick(succ, digits[d]) if d in digits else B.val(succ[0])))
         return Move(TRUE, upd, FALSE, z3.Or(unsup), nout)
 
     # ------------------------------------------------------------ asynchronous movers
