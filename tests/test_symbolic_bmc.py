@@ -146,6 +146,24 @@ def test_engines_agree_on_generated_protocols(tmp_path_factory, text):
 # One small protocol per family of the model's operations; `test_op_cases_cover_every_model_op` keeps the
 # list complete, so an operation added to the model without a bmc encoding fails here, not in the field.
 OP_CASES = {
+    "warp_choose": """
+kernel ls_choose {
+  smem A bytes 1024
+  mbarrier full count 1
+  mbarrier done count 1
+  role p thread {
+    arrive full expect_tx 1024
+    tma_load A tile 0 bytes 1024 barrier full
+    wait done parity 0
+  }
+  role c warp {
+    wait full parity 0
+    choose x in 0..1
+    if x == 1 { read A tile 1 }
+    if lane == 0 { arrive done }
+  }
+}
+""",
     "release_choose": """
 kernel release_choose {
   smem A bytes 1024
@@ -368,13 +386,18 @@ def test_op_cases_cover_every_model_op(tmp_path):
 
 
 LOCKSTEP = [("examples/bugs/lane_falls_behind.pipe", 8), ("examples/epilogue.pipe", 8),
-            ("examples/bugs/barrier_init_not_visible.pipe", 9)]
+            ("examples/bugs/barrier_init_not_visible.pipe", 9), ("warp_choose", 10)]
 
 
 @pytest.mark.parametrize("name,bound", LOCKSTEP)
-def test_engines_agree_under_lockstep(name, bound):
-    """--lockstep: the classes of a warp at one statement move in one step (and reconverge after branches)."""
-    ms = models(ROOT / name, lockstep=True)
+def test_engines_agree_under_lockstep(tmp_path, name, bound):
+    """--lockstep: the classes of a warp at one statement move in one step (and reconverge after branches);
+    in warp_choose both classes of the warp reach a `choose` in that step."""
+    path = ROOT / name
+    if name in OP_CASES:
+        path = tmp_path / f"{name}.pipe"
+        path.write_text(OP_CASES[name])
+    ms = models(path, lockstep=True)
     assert any(m.partners for m in ms)  # the case exercises the compound step
     for model in ms:
         agree(model, bound)

@@ -71,20 +71,17 @@ class Encoding:
             s, out = self.steps[t], self.outs[t]
             got = {}
             for x in range(self.nmovers):
+                thread = self.mv.kinds[x][0] == "t"
                 for i in self.mv.nodes_of(x, t):
-                    if self.mv.kinds[x][0] == "t" and self.mv.enabled(s, self.mv.kinds[x][1],
-                                                                      self.mv.codes[x].nodes[i]) is None:
+                    node = self.mv.codes[x].nodes[i] if thread else None
+                    if node is not None and self.mv.enabled(s, x, node) is None:
                         continue
                     mv = self.mv.move(s, x, i, out)
                     got[(x, i)] = mv
                     if (x, i) not in self.fp:
-                        terms = [mv.guard, mv.bad, mv.unsup, mv.nout] + [t_ for _, cnd, val in mv.upd for t_ in (cnd, val)]
-                        reads = _free(terms)
-                        writes = {name for name, _, _ in mv.upd}
-                        if self.mv.kinds[x][0] == "t":
-                            reads.add(f"loc{x}")
-                        if self.mv.codes[x].nodes[i].error is not None if self.mv.kinds[x][0] == "t" else False:
-                            writes.add("*")
+                        terms = [mv.guard, mv.bad, mv.unsup, mv.nout] + [u for _, cnd, val in mv.upd for u in (cnd, val)]
+                        reads = _free(terms) | ({f"loc{x}"} if thread else set())
+                        writes = {name for name, _, _ in mv.upd} | ({"*"} if node is not None and node.error else set())
                         self.fp[(x, i)] = (frozenset(reads | writes), frozenset(writes))
             self._moves[t] = got
         return self._moves[t]

@@ -351,22 +351,27 @@ class Moves:
         """model._together (--lockstep): the classes of one warp at one statement run it one after another in
         a single step; blocked for one, blocked for all."""
         members = self.model.partners[(c, self.codes[c].nodes[i].pc)]
+        cands = {mc: [i] if mc == c else [j for j in self.codes[mc].live(s.t) if self.codes[mc].nodes[j].pc == mpc]
+                 for mc, mpc in members}
+        # the model's outcomes are the product of the members' alternatives, the first member's most significant
+        rest, digits = out, {}
+        for mc, _ in reversed(members[1:]):
+            if any(len(self.codes[mc].nodes[j].succ) > 1 for j in cands[mc]):
+                radix = B.val(1)
+                for j in cands[mc]:
+                    radix = z3.If(self.at(s, mc, j), B.val(len(self.codes[mc].nodes[j].succ)), radix)
+                digits[mc] = z3.URem(rest, radix)
+                rest = z3.UDiv(rest, radix)
+        digits[c] = rest
         cur = s
-        guard, bad, unsup, touched = [], [], [], {}
-        nout = None
+        guard, bad, unsup, touched, nout = [], [], [], {}, []
         for mc, mpc in members:
-            code = self.codes[mc]
-            cands = [i] if mc == c else [j for j in code.live(s.t) if code.nodes[j].pc == mpc]
-            multi = any(len(code.nodes[j].succ) > 1 for j in cands)
-            if multi and nout is not None:
-                raise Unsupported("--lockstep: two classes of one warp reach a `choose` in one step")
-            parts = [(self.at(cur, mc, j), self._thread(cur, mc, j, out if multi else B.val(0), alone=False))
-                     for j in cands]
+            parts = [(self.at(cur, mc, j), self._thread(cur, mc, j, digits.get(mc, B.val(0)), alone=False))
+                     for j in cands[mc]]
             guard.append(z3.Or([z3.And(a, mv.guard) for a, mv in parts]) if parts else FALSE)
             bad += [z3.And(a, mv.bad) for a, mv in parts]
             unsup += [z3.And(a, mv.unsup) for a, mv in parts]
-            if multi:
-                nout = z3.Or([z3.And(a, mv.nout) for a, mv in parts])
+            nout.append(z3.Or([z3.And(a, mv.nout) for a, mv in parts]) if parts else FALSE)
             nv = dict(cur.v)
             for a, mv in parts:
                 for name, cond, value in mv.upd:
@@ -374,8 +379,7 @@ class Moves:
                     touched[name] = None
             cur = St(s.t, nv)
         upd = [(name, TRUE, cur.v[name]) for name in touched]
-        return Move(z3.And(guard), upd, z3.Or(bad) if bad else FALSE, z3.Or(unsup) if unsup else FALSE,
-                    nout if nout is not None else out == 0)
+        return Move(z3.And(guard), upd, z3.Or(bad) if bad else FALSE, z3.Or(unsup) if unsup else FALSE, z3.And(nout))
 
     def _coll(self, s: St, c: int, i: int, n: Node, out, m: int) -> Move:
         """model._coll_count: arrive m threads; the last arrival releases every waiter of the generation."""
@@ -414,11 +418,11 @@ class Moves:
         pub = VIS_PUB + ki
         for g in sorted(self.vis_bars):  # a sync publishes this class's fenced inits; the release makes them visible
             vs = z3.If(z3.And(v[f"vc{g}"] == c, v[f"vs{g}"] == VIS_FENCED), B.val(pub), v[f"vs{g}"])
-            released = z3.And(last, vs == pub)
+            shown = z3.And(last, vs == pub)
             if key[0] != "c":
-                upd.append((f"vs{g}", TRUE, z3.If(released, B.val(VIS_CTA), vs)))
+                upd.append((f"vs{g}", TRUE, z3.If(shown, B.val(VIS_CTA), vs)))
             else:
-                upd += [(f"vs{g}", TRUE, vs), (f"vc{g}", released, B.val(-1))]
+                upd += [(f"vs{g}", TRUE, vs), (f"vc{g}", shown, B.val(-1))]
         for d, ws in released:
             for w in ws:
                 succ = self.codes[d].nodes[w].succ
