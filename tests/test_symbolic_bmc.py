@@ -434,6 +434,25 @@ def test_engines_agree_on_mutated_protocols(tmp_path_factory, case):
         agree(model, 10)
 
 
+@pytest.mark.parametrize("m", [2, 5, 32])
+def test_closed_form_arrivals_match_one_by_one(m):
+    """m single arrivals on a barrier with a fixed count, in closed form, equal the m arrivals chained one by
+    one (semantics.arrive per thread): z3 proves the faults, phase, pending, tx and recorded arrivals equal."""
+    import z3
+    from pipecheck.symbolic import bmc_bars as B
+    for e in (1, 3, 4, 32):
+        p, tx, ph, e_var = B.bv("P"), B.bv("T"), B.bv("H"), B.bv("E")
+        arr = {("c", None): z3.Bool("mine"), ("d", None): z3.Bool("other")}
+        fast, fast_bad = B.repeat(B.Bar(B.TRUE, ph, p, B.val(e), tx, arr), "arrive", m, 1, ("c", None))
+        slow, slow_bad = B.repeat(B.Bar(B.TRUE, ph, p, e_var, tx, arr), "arrive", m, 1, ("c", None))
+        differ = z3.Or(fast_bad != slow_bad, z3.And(z3.Not(fast_bad), z3.Or(
+            fast.phase != slow.phase, fast.pending != slow.pending, fast.tx != slow.tx,
+            *[fast.arr[k] != slow.arr[k] for k in arr])))
+        solver = z3.Solver()
+        solver.add(e_var == e, p >= 0, p <= e, tx > -(1 << 20), tx < 1 << 20, differ)  # pending never exceeds count
+        assert solver.check() == z3.unsat, (m, e, solver.model())
+
+
 def test_bmc_from_the_command_line(spec):
     code, out, _ = cli("verify", str(ROOT / "examples" / "bugs" / "stale_read.pipe"), "--engine", "bmc",
                        "-D", "K_TILES=1", "--depth", "6")

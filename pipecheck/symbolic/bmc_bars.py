@@ -48,47 +48,71 @@ def _out_of_range(tx) -> Any:
     return z3.Or(tx > S.MAX_TX, tx < -S.MAX_TX)
 
 
-def complete(b: Bar) -> Bar:
-    """S._complete_if_ready: a phase completes when pending == 0 and tx == 0 exactly."""
+def complete(b: Bar) -> tuple[Bar, Any]:
+    """S._complete_if_ready: a phase completes when pending == 0 and tx == 0 exactly. Also returns whether it did;
+    the arrivals recorded in the phase are the caller's to clear (see `repeat`)."""
     done = z3.And(b.pending == 0, b.tx == 0)
     return Bar(b.live, z3.If(done, b.phase + 1, b.phase), z3.If(done, b.expected, b.pending), b.expected,
-               z3.If(done, 0, b.tx), {k: z3.And(z3.Not(done), v) for k, v in b.arr.items()})
-
-
-def arrive(b: Bar, count: int, who, tx: int, first) -> tuple[Bar, Any]:
-    """S.arrive for one thread; `first` as in the model (the class's first thread in this phase)."""
-    t = b.tx + tx if tx else b.tx
-    bad = z3.Or(_out_of_range(t) if tx else FALSE, b.pending == 0, b.pending < count)
-    if who in b.arr:
-        bad = z3.Or(bad, z3.And(first, b.arr[who]))
-        arr = dict(b.arr)
-        arr[who] = z3.Or(b.arr[who], first)
-    else:
-        arr = b.arr
-    return complete(Bar(b.live, b.phase, b.pending - count, b.expected, t, arr)), bad
-
-
-def tx(b: Bar, delta: int) -> tuple[Bar, Any]:
-    """S.expect_tx (delta > 0) and S.complete_tx (delta < 0, bytes landing)."""
-    moved = b.replace(tx=b.tx + delta)
-    return complete(moved), z3.Or(z3.Not(b.live), _out_of_range(moved.tx))
+               z3.If(done, 0, b.tx), b.arr), done
 
 
 def repeat(b: Bar, op: str, m: int, count: int = 1, who=None, txb: int = 0) -> tuple[Bar, Any]:
-    """m threads of one class doing an arrive-like op one after another, as model._barrier_op does:
-    a later thread is `first` only when the phase moved on since the thread before it."""
-    bad = z3.Not(b.live)
-    prev = None
+    """m threads of one class doing an op one after another, as model._barrier_op does (`first` as there).
+
+    Only the first thread can arrive twice: a later one is `first` only right after a completion, which
+    cleared the recorded arrivals. So the recorded arrivals after the m threads follow from two facts: did any
+    thread complete the phase (all cleared), and did the last one (then this class's arrival is not recorded).
+    """
+    if op == "arrive" and count == 1 and not txb and m > 1 and z3.is_bv_value(b.expected) \
+            and b.expected.as_long() >= 1:
+        return _arrive_many(b, m, who)
+    bad = [z3.Not(b.live)]
+    if who is not None and who in b.arr:
+        bad.append(b.arr[who])  # S.arrive: the first thread finds its class already recorded in this phase
+    any_done, done = FALSE, FALSE
     for _ in range(m):
-        first = TRUE if prev is None else b.phase != prev
-        prev = b.phase
-        if op == "arrive":
-            b, e = arrive(b, count, who, txb, first)
-        elif op == "drop":
-            expected = b.expected - count
-            bad = z3.Or(bad, expected <= 0)
-            b, e = arrive(b.replace(expected=expected), count, who, 0, first)
+        if op in ("arrive", "drop"):
+            if op == "drop":
+                b = b.replace(expected=b.expected - count)
+                bad.append(b.expected <= 0)
+            t = b.tx + txb if txb else b.tx
+            if txb:
+                bad.append(_out_of_range(t))
+            bad += [b.pending == 0, b.pending < count]
+            b, done = complete(b.replace(pending=b.pending - count, tx=t))
         else:
-            b, e = tx(b, count if op == "expect" else -count)
-        bad = z3.Or(bad, e)
-    return b, bad
+            b = b.replace(tx=b.tx + (count if op == "expect" else -count))
+            bad.append(_out_of_range(b.tx))
+            b, done = complete(b)
+        any_done = z3.Or(any_done, done)
+    arr = {k: z3.And(v, z3.Not(any_done)) for k, v in b.arr.items()}
+    if who is not None and who in arr:
+        arr[who] = z3.Not(done)
+    return b.replace(arr=arr), z3.Or(bad)
+
+
+def _arrive_many(b: Bar, m: int, who) -> tuple[Bar, Any]:
+    """`repeat` for m single arrivals on a barrier whose expected count E is fixed, in closed form (a warpgroup's
+    128 arrivals would otherwise be 128 chained terms): with tx owed, no phase completes and each arrival needs
+    a pending one; with none owed, the first P arrivals complete the phase and every E after that another."""
+    e = b.expected.as_long()
+    p, owed = b.pending, b.tx != 0
+    bad = [z3.Not(b.live), p < 1, z3.And(owed, p < m)]
+    if who is not None and who in b.arr:
+        bad.append(b.arr[who])
+    few = z3.Or(owed, p > m)  # no completion
+    r = val(m) - p
+    q, rem = z3.UDiv(r, e), z3.URem(r, e)
+    phase = z3.If(few, b.phase, b.phase + 1 + q)
+    pending = z3.If(few, p - m, e - rem)
+    any_done = z3.Not(few)
+    last = z3.And(any_done, rem == 0)
+    arr = {k: z3.And(v, few) for k, v in b.arr.items()}
+    if who is not None and who in arr:
+        arr[who] = z3.Not(last)
+    return Bar(b.live, phase, pending, b.expected, b.tx, arr), z3.Or(bad)
+
+
+def tx(b: Bar, delta: int) -> tuple[Bar, Any]:
+    """S.complete_tx of a landing copy (delta < 0): one event, as `repeat` with m = 1."""
+    return repeat(b, "expect" if delta > 0 else "complete", 1, abs(delta))

@@ -58,6 +58,7 @@ class Moves:
         self.commit_slot: dict[tuple[int, int], int] = {}
         whos: dict[int, dict] = {}
         self.dyn: set[int] = set()  # barriers an init or inval changes
+        self.drops: set[int] = set()  # barriers an arrive_drop lowers the expected count of
         self.vis_bars: set[int] = set()
         self.seqs: dict[tuple[int, int], tuple] = {}  # (unit, seq) -> (operands, result)
         self.dirty_pairs: set[tuple[int, int]] = set()
@@ -80,6 +81,8 @@ class Moves:
                     self.stores.append((c, i, a["buf"]))
                 elif n.op in (ARRIVE, ARRIVE_DROP):
                     whos.setdefault(a["gid"], {})[a["who"]] = None
+                    if n.op is ARRIVE_DROP:
+                        self.drops.add(a["gid"])
                 elif n.op in (INIT, INVAL):
                     self.dyn.add(a["gid"])
                     if n.op is INIT:
@@ -123,7 +126,9 @@ class Moves:
         for g in range(self.nbars):
             if g in self.dyn:
                 out.append((f"b{g}.live", True))
-            out += [(f"b{g}.{f}", False) for f in ("ph", "pe", "ex", "tx")]
+            out += [(f"b{g}.{f}", False) for f in ("ph", "pe", "tx")]
+            if self.expected_varies(g):
+                out.append((f"b{g}.ex", False))
             out += [(f"b{g}.a{j}", True) for j in range(len(self.whos.get(g, ())))]
         out += [(f"buf{b}", False) for b in range(len(self.init.bufs))]
         out += [(f"fl{k}", True) for k in range(len(self.flights))]
@@ -152,7 +157,9 @@ class Moves:
             if g in self.dyn:
                 cs.append(v[f"b{g}.live"] == (b0 is not None))
             ph, pe, ex, tx = (b0.phase, b0.pending, b0.expected, b0.tx) if b0 is not None else (0, 0, 0, 0)
-            cs += [v[f"b{g}.ph"] == ph, v[f"b{g}.pe"] == pe, v[f"b{g}.ex"] == ex, v[f"b{g}.tx"] == tx]
+            cs += [v[f"b{g}.ph"] == ph, v[f"b{g}.pe"] == pe, v[f"b{g}.tx"] == tx]
+            if self.expected_varies(g):
+                cs.append(v[f"b{g}.ex"] == ex)
             cs += [z3.Not(v[f"b{g}.a{j}"]) for j in range(len(self.whos.get(g, ())))]
         cs += [v[f"buf{b}"] == tag for b, tag in enumerate(init.bufs)]
         for name, isbool in self.schema():
@@ -175,14 +182,20 @@ class Moves:
         v = s.v
         live = v[f"b{g}.live"] if g in self.dyn else TRUE
         arr = {w: v[f"b{g}.a{j}"] for j, w in enumerate(self.whos.get(g, ()))}
-        return B.Bar(live, v[f"b{g}.ph"], v[f"b{g}.pe"], v[f"b{g}.ex"], v[f"b{g}.tx"], arr)
+        ex = v[f"b{g}.ex"] if self.expected_varies(g) else B.val(self.init.bars[g].expected)
+        return B.Bar(live, v[f"b{g}.ph"], v[f"b{g}.pe"], ex, v[f"b{g}.tx"], arr)
 
-    @staticmethod
-    def put_bar(upd: list, g: int, cond, b: B.Bar, dyn: bool) -> None:
+    def expected_varies(self, g: int) -> bool:
+        """Whether a barrier's expected count can change (init, arrive_drop); else it is the declared count."""
+        return g in self.dyn or g in self.drops
+
+    def put_bar(self, upd: list, g: int, cond, b: B.Bar, dyn: bool) -> None:
         if dyn:
             upd.append((f"b{g}.live", cond, b.live))
-        for f, x in (("ph", b.phase), ("pe", b.pending), ("ex", b.expected), ("tx", b.tx)):
+        for f, x in (("ph", b.phase), ("pe", b.pending), ("tx", b.tx)):
             upd.append((f"b{g}.{f}", cond, x))
+        if self.expected_varies(g):
+            upd.append((f"b{g}.ex", cond, b.expected))
         for j, x in enumerate(b.arr.values()):
             upd.append((f"b{g}.a{j}", cond, x))
 
