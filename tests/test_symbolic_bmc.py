@@ -434,13 +434,13 @@ def test_engines_agree_on_mutated_protocols(tmp_path_factory, case):
         agree(model, 10)
 
 
-@pytest.mark.parametrize("m", [2, 5, 32])
+@pytest.mark.parametrize("m", [2, 5, 9])
 def test_closed_form_arrivals_match_one_by_one(m):
     """m single arrivals on a barrier with a fixed count, in closed form, equal the m arrivals chained one by
     one (semantics.arrive per thread): z3 proves the faults, phase, pending, tx and recorded arrivals equal."""
     import z3
     from pipecheck.symbolic import bmc_bars as B
-    for e in (1, 3, 4, 32):
+    for e in (1, 3, 4, 8):
         p, tx, ph, e_var = B.bv("P"), B.bv("T"), B.bv("H"), B.bv("E")
         arr = {("c", None): z3.Bool("mine"), ("d", None): z3.Bool("other")}
         fast, fast_bad = B.repeat(B.Bar(B.TRUE, ph, p, B.val(e), tx, arr), "arrive", m, 1, ("c", None))
