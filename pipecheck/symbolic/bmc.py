@@ -79,7 +79,8 @@ class Encoding:
                     mv = self.mv.move(s, x, i, out)
                     got[(x, i)] = mv
                     if (x, i) not in self.fp:
-                        terms = [mv.guard, mv.bad, mv.unsup, mv.nout] + [u for _, cnd, val in mv.upd for u in (cnd, val)]
+                        terms = [mv.guard, mv.bad, mv.unsup, mv.nout]
+                        terms += [u for _, cnd, val in mv.upd for u in (cnd, val)]
                         reads = _free(terms) | ({f"loc{x}"} if thread else set())
                         writes = {name for name, _, _ in mv.upd} | ({"*"} if node is not None and node.error else set())
                         self.fp[(x, i)] = (frozenset(reads | writes), frozenset(writes))

@@ -1,8 +1,7 @@
 """The mbarrier rules of `semantics.py` written over z3 terms, for the bmc engine.
 
-Each operation returns the barrier after it and whether `semantics` would raise an event
-the model reports (a fault, a double arrival, an expected count dropped to zero). A step
-that raises one ends the search there, so the state after it need not be exact.
+Each operation returns the barrier after it and whether `semantics` raises an event the model reports
+(a fault, a double arrival, a count dropped to zero); such a step ends the search, so what follows is free.
 """
 from __future__ import annotations
 

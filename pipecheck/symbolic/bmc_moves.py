@@ -1,9 +1,7 @@
-"""What one move of the bmc engine does, as z3 terms: model.py's transitions, one per mover and node.
+"""The bmc engine's state and moves: `model.State` as named z3 variables, `model.py`'s transitions as z3 terms.
 
-A mover is a thread class (at one node of its unrolled code), a copy in flight, an MMA
-unit, a bulk store, an owed commit arrival or a CTA; `Moves.move` returns, for one of them
-in a symbolic state, when it can fire, the variables it changes, and whether the model
-would report a finding on that step (the search stops there, so nothing after it matters).
+A mover is a thread class (at one node of its unrolled code), a copy in flight, an MMA unit, a bulk store,
+an owed commit arrival or a CTA; its move is a guard, variable updates and the model's finding condition.
 """
 from __future__ import annotations
 
@@ -230,7 +228,8 @@ class Moves:
         bad = []
         for b in (buf,) + lay.overlaps[buf]:
             bad += [s.v[f"st{k}"] == READING for k, (_, _, sb) in enumerate(self.stores) if sb == b]
-            bad += [self.mma_inflight(s, q, done_plus) for q, (ops, _) in self.seqs.items() if any(ob == b for ob, _ in ops)]
+            bad += [self.mma_inflight(s, q, done_plus) for q, (ops, _) in self.seqs.items()
+                    if any(ob == b for ob, _ in ops)]
             if not landing:
                 bad += [s.v[f"fl{k}"] for k, (_, _, e) in enumerate(self.flights) if e[0] == b]
         bad += [self.bar(s, g).live for g in lay.bar_overlaps[buf]]
