@@ -25,7 +25,7 @@ enum { PC_IDLE = 0, PC_RUNNING = 1, PC_IN_COLL = 2, PC_DONE = 3, PC_GAVE_UP = 4 
 struct PcSlot {
   int state, site, hang_site, bad_site, bad_word, elect_lane, elect_site, pad;
   unsigned bad_expected, bad_found;
-  long long hang_ns;
+  long long hang_ns, elect_ns;
 };
 struct PcRole { const char* name; int start, padded, threads, instances; };
 
@@ -103,7 +103,8 @@ __device__ void pc_record_hang(int slot, int sid) {
   __threadfence_system();
 }
 __device__ void pc_record_elect(int slot, int sid, int lane) {
-  pc_slots[slot].elect_lane = lane; pc_slots[slot].elect_site = sid; __threadfence_system();
+  pc_slots[slot].elect_ns = pc_now_ns(); pc_slots[slot].elect_lane = lane; pc_slots[slot].elect_site = sid;
+  __threadfence_system();
 }
 // After a timed-out wait the thread stops running the spec; it lingers so copies it issued land
 // and its bulk stores drain before the CTA can exit.
@@ -257,12 +258,17 @@ static void pc_print(int run, const char* outcome, const char* fault, bool watch
   printf("]}\n");
   fflush(stdout);
 }
+// An election that did not land on the forced lane makes the run invalid, unless it came after a
+// thread had already timed out (a lane that gave up and exited can change what elect.sync sees).
 static const char* pc_classify(const PcSlot* s, bool stores_bad) {
-  bool hang = false, bad = stores_bad, elect = false;
+  bool hang = false, bad = stores_bad;
+  long long first_hang = -1, first_elect = -1;
   for (int g = 0; g < PC_CLUSTER * PC_THREADS; ++g) {
-    hang |= s[g].hang_site >= 0; bad |= s[g].bad_site >= 0; elect |= s[g].elect_lane >= 0;
+    if (s[g].hang_site >= 0) { hang = true; if (first_hang < 0 || s[g].hang_ns < first_hang) first_hang = s[g].hang_ns; }
+    if (s[g].elect_lane >= 0 && (first_elect < 0 || s[g].elect_ns < first_elect)) first_elect = s[g].elect_ns;
+    bad |= s[g].bad_site >= 0;
   }
-  if (elect) return "invalid";
+  if (first_elect >= 0 && (!hang || first_elect < first_hang)) return "invalid";
   if (hang) return "hung";
   if (bad) return "wrong_data";
   return "completed";
@@ -311,7 +317,8 @@ int main(int argc, char** argv) {
     }
     if (q == cudaErrorNotReady) {  // blocked in a collective no bound can reach: report, then let exit kill it
       std::vector<int> e; std::vector<unsigned> d;
-      pc_print(run, "hung", nullptr, true, slots, e, d, 0, prop.name); _exit(0);
+      const char* c = pc_classify(slots, false);
+      pc_print(run, strcmp(c, "invalid") ? "hung" : "invalid", nullptr, true, slots, e, d, 0, prop.name); _exit(0);
     }
     if (q != cudaSuccess) {
       std::vector<int> e; std::vector<unsigned> d;
