@@ -29,7 +29,7 @@ from pipecheck.diagnostics import SpecError  # noqa: E402
 from pipecheck.replay.cuda import ReplayOptions, emit  # noqa: E402
 from pipecheck.replay.outcome import config_key, parse_outcomes  # noqa: E402
 
-NVCC_FLAGS = ["-O2", "-gencode=arch=compute_90a,code=sm_90a", "-diag-suppress", "550,177"]
+NVCC_FLAGS = ["-O2", "-gencode=arch=compute_90a,code=sm_90a"]
 ELECT_LANES = (0, 3)
 
 

@@ -289,15 +289,16 @@ class _Emitter:
             # All lanes of the mask meet (elect.sync is warp-collective); then the lanes at or
             # above the forced lane elect among themselves: elect.sync picks the lowest lane of
             # its mask on the H200, so that is the forced lane. Lanes below it are non-elected.
-            self.out(f"PC_COLL({sid}); __syncwarp({mask:#x}u); PC_AT({sid});")
-            self.out(f"el{esite} = (({sub:#x}u >> b_lane) & 1u) ? pc_elect({sub:#x}u) : 0;")
+            self.out(f"el{esite} = 0;")
+            self.out(f"if (({mask:#x}u >> b_lane) & 1u) {{ PC_COLL({sid}); __syncwarp({mask:#x}u); PC_AT({sid}); }}")
+            self.out(f"if (({sub:#x}u >> b_lane) & 1u) el{esite} = pc_elect({sub:#x}u);")
             self.out(f"if (el{esite} && b_lane != {lane}) pc_record_elect(slot, {sid}, (int)b_lane);")
         elif what == "syncwarp":
-            self.out(f"PC_COLL({sid}); __syncwarp({key[1]:#x}u); PC_AT({sid});")
+            self.out(f"if (({key[1]:#x}u >> b_lane) & 1u) {{ PC_COLL({sid}); __syncwarp({key[1]:#x}u); PC_AT({sid}); }}")
         elif what == "syncthreads":
             self.out(f"PC_COLL({sid}); asm volatile(\"bar.sync 0;\" ::: \"memory\"); PC_AT({sid});")
         elif what == "cluster_sync":
-            self.out(f"PC_COLL({sid}); asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); PC_AT({sid});")
+            self.out(f"PC_COLL({sid}); asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\"); PC_AT({sid});")
         elif what == "bar":
             bid = self.const(key[1], "bar_sync's barrier id", site)
             n = self.const(key[2], "bar_sync's thread count", site)
@@ -583,7 +584,7 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
               "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");",
               "  __syncthreads();"]
     if csize > 1:
-        lines.append("  asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");")
+        lines.append("  asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\");")
     lines.append("  PC_AT(-1);")
     for ri, role, start, padded in roles:
         end = start + padded * role.instances
