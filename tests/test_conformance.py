@@ -153,6 +153,30 @@ def test_key_configurations_build_with_nvcc(tmp_path: Path, monkeypatch) -> None
     _compile_all(items, tmp_path)
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_host_driver_prints_the_outcome_format(tmp_path: Path, monkeypatch) -> None:
+    """The JSON printer, on made-up records (-DPC_SELFTEST needs no GPU): a hang, a stale word, a
+    thread in a collective, a store that left a word unwritten."""
+    monkeypatch.chdir(ROOT)
+    cu = tmp_path / "selftest.cu"
+    cu.write_text(emit("examples/bugs/store_reuse.pipe").source)
+    p = subprocess.run([NVCC, *NVCC_FLAGS, "-DPC_SELFTEST", str(cu), "-o", str(tmp_path / "selftest")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = subprocess.run([str(tmp_path / "selftest")], capture_output=True, text=True, timeout=60)
+    [o] = parse_outcomes(run.stdout)
+    assert o["spec"] == "examples/bugs/store_reuse.pipe" and o["config"]["params"] == {"TILES": 4}
+    assert o["outcome"] == "hung" and o["watchdog"] is True
+    [h] = o["hangs"]
+    assert h["role"] == "epilogue" and h["threads"] == [0, 3] and h["count"] == 4 and h["site"].startswith("examples/")
+    [w] = o["wrong_data"]
+    assert w["expected"] == {"tile_mod": 3} and w["found"] == "never loaded" and w["word"] == 7
+    assert o["in_collective"][0]["threads"] == [5, 5]
+    [sw] = o["store_wrong_data"]
+    assert sw["word"] == 2 and sw["found"] == "never stored" and sw["expected"] == {"tile_mod": 1}
+    assert run_kinds(o) == {"hung", "wrong_data"}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_replayable_spec_builds_with_nvcc(tmp_path: Path, monkeypatch) -> None:

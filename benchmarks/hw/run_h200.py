@@ -1,11 +1,16 @@
 """Replay every replayable configuration of specs/ and examples/ on an H200 and record the
 outcomes in tests/hw/h200.json (docs/replay.md); one command, one device call, < 10 minutes.
 
-    python benchmarks/hw/run_h200.py            # emit, build (in parallel), run each 5 times
-    python benchmarks/hw/run_h200.py --plan     # list the configurations, build nothing
+    python benchmarks/hw/run_h200.py prepare      # here (needs pipecheck): emit build/hw/*.cu and plan.json
+    python benchmarks/hw/run_h200.py build        # optional, here: build the programs (when the GPU host has no nvcc)
+    python3 benchmarks/hw/run_h200.py run         # on the H200 (python stdlib, nvcc if not built): build, run
+    python benchmarks/hw/run_h200.py              # both, on a machine that has pipecheck and the GPU
+    python benchmarks/hw/run_h200.py prepare --list   # what would be replayed and what is refused
 
-Configurations: parameters at their defaults; every elect() forced to lane 0 and to lane 3
-where the spec elects; each `choose` enumerated up to --max-choices combinations.
+Configurations: parameters at their defaults and at each `# expect[-D NAME=V]` header; every
+elect() forced to lane 0 and to lane 3 where the spec elects; each `choose` enumerated up to
+--max-choices combinations. The `run` step imports nothing of pipecheck, so the GPU machine
+needs no Python packages: carry build/hw to it.
 """
 from __future__ import annotations
 
@@ -16,52 +21,24 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from pipecheck.diagnostics import SpecError  # noqa: E402
-from pipecheck.replay.cuda import ReplayOptions, emit  # noqa: E402
-from pipecheck.replay.outcome import config_key, parse_outcomes  # noqa: E402
-
+OUTCOME_SCHEMA = "pipecheck-replay-outcome/1"
+DEFAULT_OUTPUT = ROOT / "tests/hw/h200.json"
 NVCC_FLAGS = ["-O2", "-gencode=arch=compute_90a,code=sm_90a"]
 ELECT_LANES = (0, 3)
 
 
-@dataclass
-class Job:
-    spec: str
-    opts: ReplayOptions
-    name: str
-    config: dict | None = None
-    source: str = ""
-    refused: str = ""
-    build_error: str = ""
-    binary: Path | None = None
+# ---------------------------------------------------------------- prepare (needs pipecheck)
 
 
 def spec_files(root: Path) -> list[Path]:
     return sorted(p for d in ("specs", "examples") for p in (root / d).rglob("*.pipe") if "lib" not in p.parts)
-
-
-def _role_chooses(body) -> list[tuple[str, int, int]]:
-    from pipecheck.ir import RConst
-    out: list[tuple[str, int, int]] = []
-    for s in body:
-        if s[0] == "choose" and isinstance(s[2], RConst) and isinstance(s[3], RConst):
-            out.append((s[1], s[2].value, s[3].value))
-        elif s[0] == "block":
-            out += _role_chooses(s[1])
-        elif s[0] == "for":
-            out += _role_chooses(s[4])
-        elif s[0] == "if":
-            out += _role_chooses(s[2]) + _role_chooses(s[3])
-    return out
 
 
 def header_overrides(spec: Path) -> list[tuple[tuple[str, int], ...]]:
@@ -86,24 +63,39 @@ def header_overrides(spec: Path) -> list[tuple[tuple[str, int], ...]]:
     return out
 
 
-def configurations(spec: Path, max_choices: int) -> list[tuple[int | None, tuple]]:
-    """(elected lane, choices) pairs to replay for one spec."""
+def _role_chooses(body) -> list[tuple[int, int, int]]:
+    from pipecheck.ir import RConst
+    out: list[tuple[int, int, int]] = []
+    for s in body:
+        if s[0] == "choose" and isinstance(s[2], RConst) and isinstance(s[3], RConst):
+            out.append((s[1], s[2].value, s[3].value))
+        elif s[0] == "block":
+            out += _role_chooses(s[1])
+        elif s[0] == "for":
+            out += _role_chooses(s[4])
+        elif s[0] == "if":
+            out += _role_chooses(s[2]) + _role_chooses(s[3])
+    return out
+
+
+def configurations(spec: str, pins: tuple, max_choices: int) -> list[tuple[int | None, tuple]]:
+    """(elected lane, choices) pairs to replay for one spec at these parameters."""
+    from pipecheck.diagnostics import SpecError
     from pipecheck.lower import resolve_roles
     from pipecheck.verify import load_checked
     sources: dict[str, str] = {}
     try:
-        k = load_checked(str(spec), {}, sources)
+        k = load_checked(spec, dict(pins), sources)
         codes, _ = resolve_roles(k, sources)
     except SpecError:
         return [(None, ())]
-    elects = any(c.elect_masks for c in codes)
-    lanes: list[int | None] = list(ELECT_LANES) if elects else [None]
+    lanes: list[int | None] = list(ELECT_LANES) if any(c.elect_masks for c in codes) else [None]
     axes: list[tuple[str, list[tuple[int, ...]]]] = []
     for c in k.kchooses:
         n = 1
         for d in c.dims:
             n *= d
-        # every element at the same value, then each value-pattern up to the limit
+        # every element at one value first, then mixed patterns, up to the limit
         vals = [tuple([v] * n) for v in range(c.lo, c.hi + 1)]
         vals += [p for p in itertools.product(range(c.lo, c.hi + 1), repeat=n) if len(set(p)) > 1]
         axes.append((c.name, vals))
@@ -116,46 +108,74 @@ def configurations(spec: Path, max_choices: int) -> list[tuple[int | None, tuple
     return [(lane, tuple(zip([a[0] for a in axes], combo))) for lane in lanes for combo in combos]
 
 
-def plan(root: Path, max_choices: int) -> list[Job]:
+def prepare(out_dir: Path, max_choices: int, only: str) -> list[dict]:
+    """Emit every configuration's program into out_dir; plan.json lists them (and the refusals)."""
+    sys.path.insert(0, str(ROOT))
+    from pipecheck.diagnostics import SpecError
+    from pipecheck.replay.cuda import ReplayOptions, emit
+    os.chdir(ROOT)
+    out_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for spec in spec_files(root):
-        rel = spec.relative_to(root).as_posix()
-        for pins, (lane, choices) in itertools.product(header_overrides(spec), configurations(spec, max_choices)):
-            name = rel.replace("/", "__").removesuffix(".pipe") + "".join(f"__{n}{v}" for n, v in pins)
-            name += "" if lane is None else f"__elect{lane}"
-            name += "".join(f"__{n}{'_'.join(map(str, v))}" for n, v in choices)
-            job = Job(rel, ReplayOptions(overrides=pins, elect_lane=lane, choices=choices), name)
-            try:
-                em = emit(rel, job.opts)
-                job.source, job.config = em.source, em.config
-            except SpecError as exc:
-                job.refused = "; ".join(d.message for d in exc.diagnostics)
-            jobs.append(job)
+    for spec in spec_files(ROOT):
+        rel = spec.relative_to(ROOT).as_posix()
+        if only not in rel:
+            continue
+        for pins in header_overrides(spec):
+            for lane, choices in configurations(rel, pins, max_choices):
+                name = rel.replace("/", "__")[: -len(".pipe")] + "".join(f"__{n}{v}" for n, v in pins)
+                name += "" if lane is None else f"__elect{lane}"
+                name += "".join(f"__{n}{'_'.join(map(str, v))}" for n, v in choices)
+                job: dict = {"spec": rel, "name": name}
+                try:
+                    em = emit(rel, ReplayOptions(overrides=pins, elect_lane=lane, choices=choices))
+                    job["config"] = em.config
+                    (out_dir / f"{name}.cu").write_text(em.source, encoding="utf-8")
+                except SpecError as exc:
+                    job["config"] = {"params": dict(pins), "elect_lane": lane, "choices": {n: list(v) for n, v in choices}}
+                    job["refused"] = "; ".join(d.message for d in exc.diagnostics)
+                jobs.append(job)
+    (out_dir / "plan.json").write_text(json.dumps({"jobs": jobs}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return jobs
 
 
-def build(job: Job, out: Path) -> Job:
-    src = out / f"{job.name}.cu"
-    src.write_text(job.source, encoding="utf-8")
-    binary = out / job.name
-    p = subprocess.run(["nvcc", *NVCC_FLAGS, str(src), "-o", str(binary)], capture_output=True, text=True)
+# ---------------------------------------------------------------- run (python stdlib + nvcc only)
+
+
+def build(job: dict, out_dir: Path) -> None:
+    src, binary = out_dir / f"{job['name']}.cu", out_dir / job["name"]
+    if binary.exists() and binary.stat().st_mtime >= src.stat().st_mtime:
+        return
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:
+        p = subprocess.run([nvcc, *NVCC_FLAGS, str(src), "-o", str(binary)], capture_output=True, text=True)
+    except OSError as exc:
+        job["build_error"] = f"nvcc: {exc}"
+        return
     if p.returncode != 0:
-        job.build_error = (p.stderr or p.stdout)[-2000:]
-    else:
-        job.binary = binary
-    return job
+        job["build_error"] = (p.stderr or p.stdout)[-2000:]
 
 
-def run(job: Job, runs: int, timeout_s: float) -> list[dict]:
-    """`runs` launches; a process that hangs or faults ends, so the rest are launched afresh."""
+def _outcomes(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if obj.get("schema") == OUTCOME_SCHEMA:
+                out.append(obj)
+    return out
+
+
+def run_program(binary: Path, runs: int, timeout_s: float) -> list[dict]:
+    """`runs` launches; a process that hangs in a collective or faults ends, so the rest start afresh."""
     out: list[dict] = []
     while len(out) < runs:
         try:
-            p = subprocess.run([str(job.binary), str(runs - len(out))], capture_output=True, text=True,
-                               timeout=timeout_s)
-            got = parse_outcomes(p.stdout)
-            if not got:
-                got = [{"outcome": "faulted", "fault": f"no outcome printed (exit {p.returncode}): {p.stderr[-300:]}"}]
+            p = subprocess.run([str(binary), str(runs - len(out))], capture_output=True, text=True, timeout=timeout_s)
+            got = _outcomes(p.stdout) or [{"outcome": "faulted", "watchdog": False,
+                                           "fault": f"no outcome printed (exit {p.returncode}): {p.stderr[-300:]}"}]
         except subprocess.TimeoutExpired:
             got = [{"outcome": "hung", "watchdog": True, "fault": None, "note": "killed by the runner's timeout"}]
         out += got
@@ -171,55 +191,82 @@ def machine() -> dict:
         except (OSError, subprocess.TimeoutExpired):
             return ""
     smi = cmd("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
-    nvcc = cmd("nvcc", "--version")
-    return {"gpu": smi.splitlines()[0] if smi else "", "nvidia_smi": smi, "cuda_version": cmd("nvidia-smi").split("CUDA Version:")[-1].split("|")[0].strip() if smi else "",
-            "nvcc": nvcc.splitlines()[-1] if nvcc else "", "host": platform.node(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    header = cmd("nvidia-smi")
+    cuda = header.split("CUDA Version:")[1].split("|")[0].strip() if "CUDA Version:" in header else ""
+    nvcc = cmd(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc", "--version")
+    first = smi.splitlines()[0].split(", ") if smi else []
+    return {"gpu": first[0] if first else "", "driver": first[1] if len(first) > 1 else "", "cuda": cuda,
+            "nvidia_smi": smi, "nvcc": nvcc.splitlines()[-1] if nvcc else "", "host": platform.node(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: float) -> int:
+    t0 = time.time()
+    jobs = json.loads((out_dir / "plan.json").read_text(encoding="utf-8"))["jobs"]
+    runnable = [j for j in jobs if not j.get("refused")]
+    print(f"{len(jobs)} configurations, {len(runnable)} replayable, {len(jobs) - len(runnable)} refused", flush=True)
+    with cf.ThreadPoolExecutor(max_workers=max(1, jobs_n)) as pool:
+        list(pool.map(lambda j: build(j, out_dir), runnable))
+    print(f"built in {time.time() - t0:.0f} s; {sum(1 for j in runnable if j.get('build_error'))} build failures",
+          flush=True)
+    records = []
+    for j in jobs:
+        rec = {k: j[k] for k in ("spec", "name", "config", "refused") if k in j}
+        if j.get("build_error"):
+            rec["runs"] = [{"build_error": j["build_error"]}]
+        elif not j.get("refused"):
+            t1 = time.time()
+            rec["runs"] = run_program(out_dir / j["name"], runs, timeout_s)
+            rec["seconds"] = round(time.time() - t1, 2)
+            print(f"  {j['name']}: {', '.join(r.get('outcome', '?') for r in rec['runs'])}", flush=True)
+        records.append(rec)
+    info = machine()
+    if not info["gpu"] and output == DEFAULT_OUTPUT:
+        print(f"no GPU answered nvidia-smi: {DEFAULT_OUTPUT} is not written (pass --output to keep this run)",
+              file=sys.stderr)
+        return 1
+    doc = {"schema": "pipecheck-hw-conformance/1", "machine": info, "runs_per_configuration": runs,
+           "seconds": round(time.time() - t0, 1), "configurations": records}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {output} in {time.time() - t0:.0f} s", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", nargs="?", choices=["prepare", "build", "run", "all"], default="all")
     ap.add_argument("--runs", type=int, default=5, help="launches per configuration (default 5)")
     ap.add_argument("--max-choices", type=int, default=4, help="choose combinations per spec and elected lane")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="parallel nvcc builds")
-    ap.add_argument("--build-dir", default="build/hw", help="where programs are emitted and built")
-    ap.add_argument("--output", default=str(ROOT / "tests/hw/h200.json"))
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds one program may run before it is killed")
-    ap.add_argument("--plan", action="store_true", help="list the configurations and refusals, build nothing")
+    ap.add_argument("--build-dir", default=str(ROOT / "build/hw"), help="where programs are emitted and built")
+    ap.add_argument("--output", default=str(DEFAULT_OUTPUT))
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds one program may run before it is killed")
     ap.add_argument("--only", default="", help="only specs whose path contains this text")
+    ap.add_argument("--list", action="store_true", help="with prepare: print the configurations and refusals")
     args = ap.parse_args(argv)
-
-    t0 = time.time()
-    jobs = [j for j in plan(ROOT, args.max_choices) if args.only in j.spec]
-    runnable = [j for j in jobs if not j.refused]
-    print(f"{len(jobs)} configurations, {len(runnable)} replayable, {len(jobs) - len(runnable)} refused", flush=True)
-    if args.plan:
-        for j in jobs:
-            print(f"  {'REFUSED ' if j.refused else ''}{j.spec} [{config_key(j.config) if j.config else j.name}]"
-                  + (f": {j.refused}" if j.refused else ""))
-        return 0
-    out_dir = ROOT / args.build_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(lambda j: build(j, out_dir), runnable))
-    print(f"built in {time.time() - t0:.0f} s; {sum(1 for j in runnable if j.build_error)} build failures", flush=True)
-    records = []
-    for j in jobs:
-        rec: dict = {"spec": j.spec, "name": j.name, "config": j.config or {}}
-        if j.refused:
-            rec["refused"] = j.refused
-        elif j.build_error:
-            rec["runs"] = [{"build_error": j.build_error}]
-        else:
-            t1 = time.time()
-            rec["runs"] = run(j, args.runs, args.timeout)
-            rec["seconds"] = round(time.time() - t1, 2)
-            print(f"  {j.name}: {', '.join(r.get('outcome', '?') for r in rec['runs'])}", flush=True)
-        records.append(rec)
-    doc = {"schema": "pipecheck-hw-conformance/1", "machine": machine(), "runs_per_configuration": args.runs,
-           "seconds": round(time.time() - t0, 1), "configurations": records}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.output} in {time.time() - t0:.0f} s", flush=True)
+    out_dir = Path(args.build_dir)
+    if args.step in ("prepare", "all"):
+        jobs = prepare(out_dir, args.max_choices, args.only)
+        n_ref = sum(1 for j in jobs if j.get("refused"))
+        print(f"prepared {len(jobs)} configurations in {out_dir} ({len(jobs) - n_ref} replayable, {n_ref} refused)")
+        if args.list:
+            for j in jobs:
+                c = j["config"]
+                key = " ".join([f"{k}={v}" for k, v in sorted(c["params"].items())]
+                               + [f"elect={'lowest' if c['elect_lane'] is None else c['elect_lane']}"]
+                               + [f"{k}={','.join(map(str, v))}" for k, v in sorted(c["choices"].items())])
+                print(f"  {'REFUSED ' if j.get('refused') else ''}{j['spec']} [{key}]"
+                      + (f": {j['refused']}" if j.get("refused") else ""))
+    if args.step == "build":  # without a GPU: build here, carry the binaries (build/hw, ~1 MB each)
+        jobs = [j for j in json.loads((out_dir / "plan.json").read_text(encoding="utf-8"))["jobs"] if not j.get("refused")]
+        with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(lambda j: build(j, out_dir), jobs))
+        failed = [j["name"] for j in jobs if j.get("build_error")]
+        print(f"built {len(jobs) - len(failed)} programs in {out_dir}; failures: {', '.join(failed) or 'none'}")
+        return 1 if failed else 0
+    if args.step in ("run", "all"):
+        return run_all(out_dir, Path(args.output), args.runs, args.jobs, args.timeout)
     return 0
 
 
