@@ -302,9 +302,17 @@ class _Emitter:
         elif what == "bar":
             bid = self.const(key[1], "bar_sync's barrier id", site)
             n = self.const(key[2], "bar_sync's thread count", site)
+            self.check_bar(bid, n, "bar_sync", site)
             self.out(f"PC_COLL({sid}); asm volatile(\"bar.sync %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\"); PC_AT({sid});")
         else:
             raise refuse(f"'{what}'", "no PTX counterpart in the replay", self.span(site))
+
+    def check_bar(self, bid: int, n: int, what: str, site: int) -> None:
+        if not 0 <= bid <= 15:
+            raise refuse(f"{what} {bid}, {n}", "named barrier ids are 0..15", self.span(site))
+        if n <= 0 or n % 32:
+            raise refuse(f"{what} {bid}, {n}", "PTX bar counts whole warps (a positive multiple of 32)",
+                         self.span(site))
 
     def op(self, op: str, args: tuple, site: int) -> None:
         sid = self.sid(site)
@@ -377,6 +385,7 @@ class _Emitter:
         elif op == BAR_ARRIVE:
             bid = self.const(args[0], "bar_arrive's barrier id", site)
             n = self.const(args[1], "bar_arrive's thread count", site)
+            self.check_bar(bid, n, "bar_arrive", site)
             self.out(f"asm volatile(\"bar.arrive %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\");")
         elif op == MMA:
             if not self.k.arch.startswith("sm_90"):
