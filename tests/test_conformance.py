@@ -80,6 +80,8 @@ def test_forced_election_passes_a_mask_whose_lowest_lane_is_the_chosen_one(monke
     assert "pc_elect(0xfffffff8u)" in lane3 and "__syncwarp(0xffffffffu)" in lane3
     assert "pc_elect(0xffffffffu)" in lane0 and "0xfffffff8" not in lane0
     assert '\\"elect_lane\\": 3' in lane3  # the configuration every outcome line carries
+    # a timed-out wait names its barrier element through this table
+    assert 'pc_barriers[] = {{"full", 0, 4}, {"empty", 32, 4}};' in lane3
 
 
 def test_cluster_spec_gets_cluster_dims_and_remote_arrivals(monkeypatch) -> None:
@@ -169,6 +171,7 @@ def test_host_driver_prints_the_outcome_format(tmp_path: Path, monkeypatch) -> N
     assert o["outcome"] == "hung" and o["watchdog"] is True
     [h] = o["hangs"]
     assert h["role"] == "epilogue" and h["threads"] == [0, 3] and h["count"] == 4 and h["site"].startswith("examples/")
+    assert h["parity"] == 1 and h["barrier"] is None  # store_reuse declares no mbarrier
     [w] = o["wrong_data"]
     assert w["expected"] == {"tile_mod": 3} and w["found"] == "never loaded" and w["word"] == 7
     assert o["in_collective"][0]["threads"] == [5, 5]

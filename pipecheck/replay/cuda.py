@@ -320,8 +320,9 @@ class _Emitter:
         self.out(f"// {text}")
         if op == WAIT:
             ref, parity = args
-            self.out(f"if (!pc_wait({self.bar_addr(ref)}, (unsigned)({self.expr(parity)}) & 1u, wait_cycles)) "
-                     f"{{ pc_record_hang(slot, {sid}); pc_give_up(); return; }}")
+            self.out(f"{{ const unsigned bar = {self.bar_addr(ref)}, par = (unsigned)({self.expr(parity)}) & 1u;")
+            self.out(f"  if (!pc_wait(bar, par, wait_cycles)) {{ pc_record_hang(slot, {sid}, bar - smem_base, par); "
+                     f"pc_give_up(); return; }} }}")
         elif op == ARRIVE:
             ref, count, tx = args
             r = self.remote(ref)
@@ -567,6 +568,10 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
              PRELUDE,
              f"static const char* const pc_sites[] = {{\n  {site_table}\n}};",
              f"static const PcRole pc_roles[] = {{\n  {role_table}\n}};",
+             f"#define PC_NBARS {max(1, len(k.barriers))}",
+             "static const PcBarrier pc_barriers[] = {" + (", ".join(
+                 f"{{{json.dumps(b.name)}, {em.lay.bar_base[b.name]}, {_count(b.dims)}}}" for b in k.barriers)
+                 or '{"?", -8, 0}') + "};",
              f"static const char* const pc_spec = {json.dumps(path)};",
              f"static const char* const pc_config = {json.dumps(json.dumps(_config_json(k, opts, kchoices, em), sort_keys=True))};"]
     for name, vals in kchoices.items():

@@ -25,11 +25,12 @@ PRELUDE = r"""
 enum { PC_IDLE = 0, PC_RUNNING = 1, PC_IN_COLL = 2, PC_DONE = 3, PC_GAVE_UP = 4 };
 
 struct PcSlot {
-  int state, site, hang_site, bad_site, bad_word, elect_lane, elect_site, pad;
+  int state, site, hang_site, bad_site, bad_word, elect_lane, elect_site, hang_bar, hang_parity, pad;
   unsigned bad_expected, bad_found;
   long long hang_ns, elect_ns;
 };
 struct PcRole { const char* name; int start, padded, threads, instances; };
+struct PcBarrier { const char* name; int offset, elements; };
 
 __device__ PcSlot* pc_slots;
 
@@ -100,8 +101,11 @@ __device__ __forceinline__ int pc_elect(unsigned mask) {
   asm volatile("{ .reg .pred P; elect.sync %0|P, %2; selp.u32 %1, 1, 0, P; }" : "=r"(r), "=r"(p) : "r"(mask));
   return (int)p;
 }
-__device__ void pc_record_hang(int slot, int sid) {
-  if (pc_slots[slot].hang_site < 0) { pc_slots[slot].hang_ns = pc_now_ns(); pc_slots[slot].hang_site = sid; }
+__device__ void pc_record_hang(int slot, int sid, unsigned bar_offset, unsigned parity) {
+  if (pc_slots[slot].hang_site < 0) {
+    pc_slots[slot].hang_ns = pc_now_ns(); pc_slots[slot].hang_bar = (int)bar_offset; pc_slots[slot].hang_parity = (int)parity;
+    pc_slots[slot].hang_site = sid;
+  }
   __threadfence_system();
 }
 __device__ void pc_record_elect(int slot, int sid, int lane) {
@@ -200,7 +204,7 @@ static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_k
     int inst = 0, th = 0; const PcRole* ro = pc_role_of(g % PC_THREADS, &inst, &th);
     if (!ro) continue;
     int site = -1; unsigned a = 0, b = 0; int word = -1;
-    if (which == 0) site = s[g].hang_site;
+    if (which == 0) { site = s[g].hang_site; a = (unsigned)s[g].hang_bar; b = (unsigned)s[g].hang_parity; }
     else if (which == 1) { site = s[g].bad_site; a = s[g].bad_expected; b = s[g].bad_found; word = s[g].bad_word; }
     else if (which == 2) site = (s[g].state == PC_IN_COLL) ? s[g].site : -1;
     else if (which == 3) site = (s[g].state == PC_RUNNING || s[g].state == PC_IDLE) ? s[g].site : -1;
@@ -210,7 +214,7 @@ static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_k
     int role = (int)(ro - pc_roles), cta = g / PC_THREADS;
     if (!out.empty()) {
       PcGroup& l = out.back();
-      if (l.cta == cta && l.role == role && l.inst == inst && l.site == site && (which != 1 || (l.a == a && l.b == b))) {
+      if (l.cta == cta && l.role == role && l.inst == inst && l.site == site && ((which != 1 && which != 0) || (l.a == a && l.b == b))) {
         l.last = th; l.count++; continue;
       }
     }
@@ -225,6 +229,14 @@ static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_k
     else printf("null");
     if (which == 1) { printf(", \"word\": %d, \"expected\": ", x.word); pc_tag_json(x.a); printf(", \"found\": "); pc_tag_json(x.b); }
     if (which == 4) printf(", \"elected_lane\": %u", x.a);
+    if (which == 0) {
+      printf(", \"barrier\": ");
+      const PcBarrier* hit = nullptr;
+      for (int i = 0; i < PC_NBARS; ++i)
+        if ((int)x.a >= pc_barriers[i].offset && (int)x.a < pc_barriers[i].offset + 8 * pc_barriers[i].elements) hit = &pc_barriers[i];
+      if (hit) { printf("\"%s[%d]\"", hit->name, ((int)x.a - hit->offset) / 8); } else printf("null");
+      printf(", \"parity\": %u", x.b);
+    }
     printf("}");
   }
   printf("]");
@@ -281,7 +293,7 @@ static const char* pc_classify(const PcSlot* s, bool stores_bad) {
 int main() {
   std::vector<PcSlot> s(PC_CLUSTER * PC_THREADS);
   for (auto& z : s) { memset(&z, 0, sizeof z); z.site = -1; z.hang_site = -1; z.bad_site = -1; z.elect_lane = -1; z.elect_site = -1; z.state = PC_DONE; }
-  for (int g = 0; g < 4; ++g) { s[g].hang_site = 0; s[g].hang_ns = 10 + g; }
+  for (int g = 0; g < 4; ++g) { s[g].hang_site = 0; s[g].hang_ns = 10 + g; s[g].hang_bar = pc_barriers[PC_NBARS - 1].offset; s[g].hang_parity = 1; }
   s[4].bad_site = 0; s[4].bad_expected = PC_TAGBASE | 3u; s[4].bad_found = PC_FRESH; s[4].bad_word = 7;
   s[5].state = PC_IN_COLL; s[5].site = 0;
   std::vector<int> stores = {(int)(PC_TAGBASE | 1u), 0, 0, 16};
