@@ -173,10 +173,10 @@ def test_host_driver_prints_the_outcome_format(tmp_path: Path, monkeypatch) -> N
     assert h["role"] == "epilogue" and h["threads"] == [0, 3] and h["count"] == 4 and h["site"].startswith("examples/")
     assert h["parity"] == 1 and h["barrier"] is None  # store_reuse declares no mbarrier
     [w] = o["wrong_data"]
-    assert w["expected"] == {"tile_mod": 3} and w["found"] == "never loaded" and w["word"] == 7
+    assert w["expected"] == {"buffer": "D", "tile_mod": 3} and w["found"] == "never loaded" and w["word"] == 7
     assert o["in_collective"][0]["threads"] == [5, 5]
     [sw] = o["store_wrong_data"]
-    assert sw["word"] == 2 and sw["found"] == "never stored" and sw["expected"] == {"tile_mod": 1}
+    assert sw["word"] == 2 and sw["found"] == "never stored" and sw["expected"] == {"buffer": "D", "tile_mod": 1}
     assert run_kinds(o) == {"hung", "wrong_data"}
 
 

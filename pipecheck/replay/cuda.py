@@ -348,7 +348,7 @@ class _Emitter:
             buf, tile, nbytes, bar, mcast = args
             if bar.cta is not None:
                 raise refuse("a tma_load completing on another CTA's barrier", "not emitted", self.span(site))
-            self.out(f"pc_tma_load({self.buf_addr(buf)}, gsrc, {self.expr(tile)}, (unsigned)({self.expr(nbytes)}), "
+            self.out(f"pc_tma_load({self.buf_addr(buf)}, {self.buf_id(buf.name)}, gsrc, {self.expr(tile)}, (unsigned)({self.expr(nbytes)}), "
                      f"{self.bar_addr(bar)}, {self.expr(mcast) if mcast is not None else '-1'});")
         elif op == READ:
             buf, tile = args
@@ -356,14 +356,15 @@ class _Emitter:
         elif op == WRITE:
             buf, tile = args
             words = self.lay.buf_stride[buf.name] // 4
-            self.out(f"pc_write({self.buf_addr(buf)}, {words}, {self.expr(tile)});")
-            self.out(f"last_tag[{self.buf_id(buf.name)}] = pc_tag({self.expr(tile)});")
+            bid = self.buf_id(buf.name)
+            self.out(f"pc_write({self.buf_addr(buf)}, {bid}, {words}, {self.expr(tile)});")
+            self.out(f"last_tag[{bid}] = pc_tag({bid}, {self.expr(tile)});")
         elif op == TMA_STORE:
             buf, tile = args[0], args[1]
             nbytes = self.bufs[buf.name].bytes
             if nbytes % 16:
                 raise refuse(f"a tma_store of {nbytes} bytes", "cp.async.bulk copies a multiple of 16 bytes", self.span(site))
-            expect = f"pc_tag({self.expr(tile)})" if tile is not None else f"last_tag[{self.buf_id(buf.name)}]"
+            expect = f"pc_tag({self.buf_id(buf.name)}, {self.expr(tile)})" if tile is not None else f"last_tag[{self.buf_id(buf.name)}]"
             self.out(f"pc_tma_store({self.buf_addr(buf)}, {nbytes}u, {expect}, {sid}, slot, gdst, stores, nstores);")
         elif op == COMMIT_GROUP:
             self.out("asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");")
@@ -405,7 +406,7 @@ class _Emitter:
             raise refuse("mma_commit (tcgen05.commit)", "tcgen05 does not exist on the H200", self.span(site))
         elif op == CP_ASYNC:
             buf, tile = args[0], args[1]
-            self.out(f"pc_cp_async({self.buf_addr(buf)}, gsrc, {self.expr(tile)}, {self.lay.buf_stride[buf.name] // 4}u);")
+            self.out(f"pc_cp_async({self.buf_addr(buf)}, {self.buf_id(buf.name)}, gsrc, {self.expr(tile)}, {self.lay.buf_stride[buf.name] // 4}u);")
         elif op == CP_ASYNC_ARRIVE:
             ref = args[0]
             self.out(f"asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\" :: \"r\"({self.bar_addr(ref)}) : \"memory\");")
@@ -414,7 +415,7 @@ class _Emitter:
 
     def read(self, buf: RRef, tile: RExpr, sid: int) -> None:
         words = self.lay.buf_words[buf.name]
-        self.out(f"pc_read({self.buf_addr(buf)}, {words}, {self.expr(tile)}, b_thread, slot, {sid});")
+        self.out(f"pc_read({self.buf_addr(buf)}, {self.buf_id(buf.name)}, {words}, {self.expr(tile)}, b_thread, slot, {sid});")
 
     def buf_id(self, name: str) -> int:
         return [b.name for b in self.k.buffers].index(name)
@@ -568,6 +569,7 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
              PRELUDE,
              f"static const char* const pc_sites[] = {{\n  {site_table}\n}};",
              f"static const PcRole pc_roles[] = {{\n  {role_table}\n}};",
+             "static const char* const pc_buffers[] = {" + (", ".join(json.dumps(b.name) for b in k.buffers) or '"?"') + "};",
              f"#define PC_NBARS {max(1, len(k.barriers))}",
              "static const PcBarrier pc_barriers[] = {" + (", ".join(
                  f"{{{json.dumps(b.name)}, {em.lay.bar_base[b.name]}, {_count(b.dims)}}}" for b in k.barriers)

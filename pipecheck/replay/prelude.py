@@ -21,7 +21,7 @@ PRELUDE = r"""
 
 #define PC_FRESH 0xF5F5F5F5u      /* SMEM that no load or write has touched */
 #define PC_UNWRITTEN 0xEEEEEEEEu  /* global store destinations before a store lands */
-#define PC_TAGBASE 0x7A700000u
+#define PC_TAGBASE 0x7A000000u    /* | buffer << 16 | tile mod PC_NTAG */
 enum { PC_IDLE = 0, PC_RUNNING = 1, PC_IN_COLL = 2, PC_DONE = 3, PC_GAVE_UP = 4 };
 
 struct PcSlot {
@@ -39,8 +39,12 @@ __device__ PcSlot* pc_slots;
 
 __device__ __forceinline__ long long pc_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long pc_max(long long a, long long b) { return a > b ? a : b; }
-__device__ __forceinline__ unsigned pc_tag(long long tile) {
-  return PC_TAGBASE | (unsigned)(((tile % PC_NTAG) + PC_NTAG) % PC_NTAG);
+// A tile's tag names its buffer too, so a write through an alias never passes for a load.
+__host__ __device__ __forceinline__ unsigned pc_tag(int buf, long long tile) {
+  return PC_TAGBASE | ((unsigned)buf << 16) | (unsigned)(((tile % PC_NTAG) + PC_NTAG) % PC_NTAG);
+}
+__device__ __forceinline__ size_t pc_region(int buf, long long tile) {
+  return ((size_t)buf * PC_NTAG + (size_t)(((tile % PC_NTAG) + PC_NTAG) % PC_NTAG)) * PC_REGION;
 }
 __device__ __forceinline__ unsigned pc_cluster_rank() {
   unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
@@ -123,8 +127,8 @@ __device__ __forceinline__ unsigned pc_ld(unsigned addr) {
 }
 // `read A[i] tile t`: sample PC_SAMPLES words spread over the buffer (a different spread per
 // thread) and record the first that does not hold tile t's tag.
-__device__ void pc_read(unsigned buf, unsigned words, long long tile, long long thread, int slot, int sid) {
-  unsigned want = pc_tag(tile);
+__device__ void pc_read(unsigned buf, int bid, unsigned words, long long tile, long long thread, int slot, int sid) {
+  unsigned want = pc_tag(bid, tile);
   unsigned n = words < PC_SAMPLES ? words : PC_SAMPLES;
   unsigned step = words / n;
   for (unsigned j = 0; j < n; ++j) {
@@ -140,13 +144,13 @@ __device__ void pc_read(unsigned buf, unsigned words, long long tile, long long 
   }
 }
 // `write A[i] tile t`: every thread that runs it stores the tag over the whole buffer.
-__device__ void pc_write(unsigned buf, unsigned words, long long tile) {
-  unsigned v = pc_tag(tile);
+__device__ void pc_write(unsigned buf, int bid, unsigned words, long long tile) {
+  unsigned v = pc_tag(bid, tile);
   for (unsigned w = 0; w + 4 <= words; w += 4)
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(buf + 4u * w), "r"(v) : "memory");
 }
-__device__ __forceinline__ void pc_tma_load(unsigned dst, const int4* gsrc, long long tile, unsigned bytes, unsigned bar, long long mcast) {
-  const char* src = (const char*)gsrc + (size_t)(((tile % PC_NTAG) + PC_NTAG) % PC_NTAG) * PC_REGION;
+__device__ __forceinline__ void pc_tma_load(unsigned dst, int bid, const int4* gsrc, long long tile, unsigned bytes, unsigned bar, long long mcast) {
+  const char* src = (const char*)gsrc + pc_region(bid, tile);
   if (mcast < 0) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
@@ -155,8 +159,8 @@ __device__ __forceinline__ void pc_tma_load(unsigned dst, const int4* gsrc, long
                  :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)mcast) : "memory");
   }
 }
-__device__ __forceinline__ void pc_cp_async(unsigned dst, const int4* gsrc, long long tile, unsigned words) {
-  const char* src = (const char*)gsrc + (size_t)(((tile % PC_NTAG) + PC_NTAG) % PC_NTAG) * PC_REGION;
+__device__ __forceinline__ void pc_cp_async(unsigned dst, int bid, const int4* gsrc, long long tile, unsigned words) {
+  const char* src = (const char*)gsrc + pc_region(bid, tile);
   for (unsigned w = 0; w + 4 <= words; w += 4)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst + 4u * w), "l"(src + 4u * w) : "memory");
 }
@@ -191,7 +195,8 @@ static void pc_json_str(const char* s) {
   putchar('"');
 }
 static void pc_tag_json(unsigned v) {
-  if ((v & 0xFFFF0000u) == PC_TAGBASE) printf("{\"tile_mod\": %u}", v & 0xFFFFu);
+  if ((v & 0xFF000000u) == PC_TAGBASE && ((v >> 16) & 0xFFu) < PC_NBUF)
+    printf("{\"buffer\": \"%s\", \"tile_mod\": %u}", pc_buffers[(v >> 16) & 0xFFu], v & 0xFFFFu);
   else if (v == PC_FRESH) printf("\"never loaded\"");
   else if (v == PC_UNWRITTEN) printf("\"never stored\"");
   else printf("\"0x%08x\"", v);
@@ -294,10 +299,10 @@ int main() {
   std::vector<PcSlot> s(PC_CLUSTER * PC_THREADS);
   for (auto& z : s) { memset(&z, 0, sizeof z); z.site = -1; z.hang_site = -1; z.bad_site = -1; z.elect_lane = -1; z.elect_site = -1; z.state = PC_DONE; }
   for (int g = 0; g < 4; ++g) { s[g].hang_site = 0; s[g].hang_ns = 10 + g; s[g].hang_bar = pc_barriers[PC_NBARS - 1].offset; s[g].hang_parity = 1; }
-  s[4].bad_site = 0; s[4].bad_expected = PC_TAGBASE | 3u; s[4].bad_found = PC_FRESH; s[4].bad_word = 7;
+  s[4].bad_site = 0; s[4].bad_expected = pc_tag(0, 3); s[4].bad_found = PC_FRESH; s[4].bad_word = 7;
   s[5].state = PC_IN_COLL; s[5].site = 0;
-  std::vector<int> stores = {(int)(PC_TAGBASE | 1u), 0, 0, 16};
-  std::vector<unsigned> dst(PC_REGION / 4, PC_TAGBASE | 1u); dst[2] = PC_UNWRITTEN;
+  std::vector<int> stores = {(int)pc_tag(0, 1), 0, 0, 16};
+  std::vector<unsigned> dst(PC_REGION / 4, pc_tag(0, 1)); dst[2] = PC_UNWRITTEN;
   pc_print(0, pc_classify(s.data(), true), nullptr, true, s.data(), stores, dst, 1, "selftest");
   return 0;
 }
@@ -314,8 +319,10 @@ int main(int argc, char** argv) {
     pc_print(0, "faulted", cudaGetErrorString(dev), false, nullptr, e, d, 0, "none"); return 0;
   }
   const size_t region_words = PC_REGION / 4;
-  std::vector<unsigned> src((size_t)PC_NTAG * region_words);
-  for (size_t t = 0; t < (size_t)PC_NTAG; ++t) for (size_t w = 0; w < region_words; ++w) src[t * region_words + w] = PC_TAGBASE | (unsigned)t;
+  std::vector<unsigned> src((size_t)PC_NBUF * PC_NTAG * region_words);
+  for (int b = 0; b < PC_NBUF; ++b)
+    for (size_t t = 0; t < (size_t)PC_NTAG; ++t)
+      for (size_t w = 0; w < region_words; ++w) src[((size_t)b * PC_NTAG + t) * region_words + w] = pc_tag(b, (long long)t);
   int4 *gsrc = nullptr, *gdst = nullptr; int* stores = nullptr; unsigned* nstores = nullptr; PcSlot* slots = nullptr;
   cudaMalloc(&gsrc, src.size() * 4); cudaMemcpy(gsrc, src.data(), src.size() * 4, cudaMemcpyHostToDevice);
   cudaMalloc(&gdst, (size_t)PC_MAX_STORES * PC_REGION); cudaMalloc(&stores, PC_MAX_STORES * 16); cudaMalloc(&nstores, 4);
