@@ -143,9 +143,12 @@ def prepare(out_dir: Path, max_choices: int, only: str) -> list[dict]:
 
 def build(job: dict, out_dir: Path) -> None:
     src, binary = out_dir / f"{job['name']}.cu", out_dir / job["name"]
-    if binary.exists() and binary.stat().st_mtime >= src.stat().st_mtime:
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if binary.exists() and (nvcc is None or binary.stat().st_mtime >= src.stat().st_mtime):
+        return  # built here beforehand (the `build` step) and carried along
+    if nvcc is None:
+        job["build_error"] = "no nvcc on this machine and no prebuilt program (run the build step first)"
         return
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     try:
         p = subprocess.run([nvcc, *NVCC_FLAGS, str(src), "-o", str(binary)], capture_output=True, text=True)
     except OSError as exc:
@@ -200,7 +203,7 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: float) -> int:
+def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: float, deadline_s: float) -> int:
     t0 = time.time()
     jobs = json.loads((out_dir / "plan.json").read_text(encoding="utf-8"))["jobs"]
     runnable = [j for j in jobs if not j.get("refused")]
@@ -214,6 +217,8 @@ def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: floa
         rec = {k: j[k] for k in ("spec", "name", "config", "refused") if k in j}
         if j.get("build_error"):
             rec["runs"] = [{"build_error": j["build_error"]}]
+        elif not j.get("refused") and time.time() - t0 > deadline_s:
+            rec["not_run"] = f"the run's deadline of {deadline_s:.0f} s had passed"
         elif not j.get("refused"):
             t1 = time.time()
             rec["runs"] = run_program(out_dir / j["name"], runs, timeout_s)
@@ -243,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", default=str(DEFAULT_OUTPUT))
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds one program may run before it is killed")
     ap.add_argument("--only", default="", help="only specs whose path contains this text")
+    ap.add_argument("--deadline", type=float, default=480.0,
+                    help="seconds after which the remaining configurations are recorded as not run (default 480, "
+                         "so one device call of 10 minutes always ends with the file written)")
     ap.add_argument("--list", action="store_true", help="with prepare: print the configurations and refusals")
     args = ap.parse_args(argv)
     out_dir = Path(args.build_dir)
@@ -266,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built {len(jobs) - len(failed)} programs in {out_dir}; failures: {', '.join(failed) or 'none'}")
         return 1 if failed else 0
     if args.step in ("run", "all"):
-        return run_all(out_dir, Path(args.output), args.runs, args.jobs, args.timeout)
+        return run_all(out_dir, Path(args.output), args.runs, args.jobs, min(args.timeout, args.deadline), args.deadline)
     return 0
 
 

@@ -87,6 +87,8 @@ class _Emitter:
         self.bufs = {b.name: b for b in k.buffers}
         self.choices = dict(opts.choices)
         self.role_choose: dict[str, int] = {}
+        self.code: RoleCode | None = None  # the role being emitted
+        self.lay = self.layout()
 
     # -- helpers
     def span(self, site: int) -> Span | None:
@@ -235,6 +237,7 @@ class _Emitter:
             self.out(f"v{slot} = {self.expr(v)};")
         elif kind == "choose":
             _, slot, lo, hi, site = s
+            assert self.code is not None
             name = self.code.slot_names[slot]
             lo_v, hi_v = self.const(lo, f"choose {name}'s range", site), self.const(hi, f"choose {name}'s range", site)
             if name in self.choices:
@@ -493,7 +496,6 @@ def emit(path: str, opts: ReplayOptions = ReplayOptions()) -> Emitted:
         raise error("usage", f"--elect-lane {opts.elect_lane} is not a lane (0..31)", None)
     codes, sites = resolve_roles(k, sources)
     em = _Emitter(k, codes, sites, opts)
-    em.lay = em.layout()  # type: ignore[attr-defined]
     kchoice_vals = _kernel_choices(k, em.choices)
     fns: list[str] = []
     for code in codes:
