@@ -289,3 +289,44 @@ def test_recorded_h200_outcomes_agree_with_pipecheck(monkeypatch) -> None:
         if not j.ok:
             bad.append(f"{rec.spec} [{rec.key}]: {j.status}: {j.reason}")
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------- the runner (no GPU needed for these)
+
+
+def _runner():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("run_h200", ROOT / "benchmarks" / "hw" / "run_h200.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runner_plans_both_elections_and_header_parameters(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)  # prepare() works from the repository root; this restores the cwd afterwards
+    runner = _runner()
+    jobs = runner.prepare(tmp_path, 4, "single_tile_expect_tx")
+    keys = sorted(config_key(j["config"]) for j in jobs)
+    assert keys == ["K_TILES=1 STAGES=2 elect=0", "K_TILES=1 STAGES=2 elect=3",
+                    "K_TILES=8 STAGES=2 elect=0", "K_TILES=8 STAGES=2 elect=3"]
+    assert all((tmp_path / f"{j['name']}.cu").exists() for j in jobs)
+    plan = (tmp_path / "plan.json").read_text()
+    assert "single_tile_expect_tx__K_TILES1__elect3" in plan
+    refused = runner.prepare(tmp_path / "r", 4, "umma_pipeline")
+    assert refused and all("sm_100" in j["refused"] for j in refused)
+
+
+def test_runner_restarts_a_program_that_ended_early(tmp_path: Path) -> None:
+    runner = _runner()
+    fake = tmp_path / "fake"
+    # prints one outcome per process, as a program does after a watchdog hang
+    fake.write_text('#!/bin/sh\necho \'{"schema": "pipecheck-replay-outcome/1", "outcome": "hung", "watchdog": true}\'\n')
+    fake.chmod(0o755)
+    runs = runner.run_program(fake, 3, 30.0)
+    assert [r["run"] for r in runs] == [0, 1, 2] and all(run_kinds(r) == HANG for r in runs)
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexit 3\n")
+    silent.chmod(0o755)
+    [r] = runner.run_program(silent, 1, 30.0)
+    assert run_kinds(r) == FAULT and "exit 3" in r["fault"]

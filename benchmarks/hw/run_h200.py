@@ -110,7 +110,8 @@ def configurations(spec: str, pins: tuple, max_choices: int) -> list[tuple[int |
 
 def prepare(out_dir: Path, max_choices: int, only: str) -> list[dict]:
     """Emit every configuration's program into out_dir; plan.json lists them (and the refusals)."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from pipecheck.diagnostics import SpecError
     from pipecheck.replay.cuda import ReplayOptions, emit
     os.chdir(ROOT)
