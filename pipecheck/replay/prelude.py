@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
       slots[g] = z;
     }
     cudaMemset(gdst, 0xEE, (size_t)PC_MAX_STORES * PC_REGION); cudaMemset(nstores, 0, 4); cudaDeviceSynchronize();
-    pc_kernel<<<PC_CLUSTER, PC_THREADS, PC_SMEM, stream>>>(gsrc, gdst, stores, nstores, dslots, wait_cycles);
+    pc_kernel<<<dim3(PC_CX, PC_CY, 1), PC_THREADS, PC_SMEM, stream>>>(gsrc, gdst, stores, nstores, dslots, wait_cycles);
     cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) {
       std::vector<int> e; std::vector<unsigned> d;
