@@ -38,6 +38,16 @@ def _define(value: str) -> tuple[str, int] | tuple[str, int, int]:
         raise argparse.ArgumentTypeError(f"-D {name}: {v!r} is not an integer (or LO..HI)") from None
 
 
+def _choice(value: str) -> tuple[str, tuple[int, ...]]:
+    name, eq, v = value.partition("=")
+    try:
+        if not eq:
+            raise ValueError
+        return name.strip(), tuple(int(x.strip(), 0) for x in v.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--choose takes NAME=V or NAME=V,V,..., not {value!r}") from None
+
+
 def _params(args) -> tuple[tuple, tuple]:
     """-D values (pinned parameters) and -D ranges (narrowed, --all-params only)."""
     values = tuple(d for d in args.defines if len(d) == 2)
@@ -103,6 +113,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="states the overlap analysis explores (without reduction) per configuration")
     t.add_argument("--timeout", type=float, default=None, help="seconds the overlap analysis may take")
     t.add_argument("--format", choices=["text", "json"], default="text")
+    r = sub.add_parser("replay", help="emit a CUDA program that replays the spec at fixed parameters, elected lane "
+                                      "and choices on an sm_90 GPU (docs/replay.md)")
+    r.add_argument("spec", metavar="SPEC")
+    r.add_argument("--emit-cuda", required=True, metavar="FILE", help="write the program here ('-' for stdout)")
+    r.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    r.add_argument("--elect-lane", type=int, default=None, metavar="N",
+                   help="force every elect() to elect lane N (default: the lowest lane of the mask, as on the H200)")
+    r.add_argument("--choose", action="append", type=_choice, default=[], metavar="NAME=V[,V...]",
+                   help="fix a choose (a kernel-scope array takes one value for all elements or one per element; "
+                        "default: the low end of its range)")
+    r.add_argument("--wait-cycles", type=int, default=1 << 26, metavar="N",
+                   help="clock64 cycles one mbarrier wait may take before the replay records a hang")
+    r.add_argument("--host-timeout-ms", type=int, default=2000, metavar="MS",
+                   help="how long the host waits for the kernel before it reports a hang in a collective")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
@@ -172,7 +196,31 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return _graph(args, stdout, stderr)
     if args.command == "timeline":
         return _timeline(args, stdout, stderr)
+    if args.command == "replay":
+        return _replay(args, stdout, stderr)
     return _verify(args, stdout, stderr)
+
+
+def _replay(args, stdout: TextIO, stderr: TextIO) -> int:
+    from .replay.cuda import ReplayOptions, emit
+    values, _ = _params(args)
+    opts = ReplayOptions(overrides=values, elect_lane=args.elect_lane, choices=tuple(args.choose),
+                         wait_cycles=args.wait_cycles, host_timeout_ms=args.host_timeout_ms)
+    try:
+        emitted = emit(args.spec, opts)
+    except SpecError as exc:
+        _spec_error(exc, _sources_of(args.spec), stderr)
+        return EXIT_ERROR
+    if args.emit_cuda == "-":
+        stdout.write(emitted.source)
+    else:
+        try:
+            with open(args.emit_cuda, "w", encoding="utf-8") as f:
+                f.write(emitted.source)
+        except OSError as exc:
+            stderr.write(f"pipecheck: error: cannot write {args.emit_cuda}: {exc.strerror}\n")
+            return EXIT_ERROR
+    return EXIT_VERIFIED
 
 
 def _check(args, stdout: TextIO, stderr: TextIO) -> int:

@@ -79,6 +79,7 @@ SPEC_ERRORS: dict[str, str] = {
     "rule": "the spec breaks a rule of the hardware that the language rejects",
     "import": "an imported file cannot be read",
     "usage": "a command-line argument is wrong",
+    "replay": "a construct `pipecheck replay` cannot run faithfully as CUDA on sm_90",
 }
 
 ALL_CODES: dict[str, str] = {**FINDINGS, **SPEC_ERRORS}

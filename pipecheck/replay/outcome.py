@@ -1,0 +1,260 @@
+"""Hardware outcomes of replayed configurations, and the rules that say whether one agrees
+with pipecheck's verdict for the same configuration (docs/replay.md, "Agreement rules").
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+SCHEMA = "pipecheck-replay-outcome/1"
+KINDS = ("completed", "hung", "wrong_data", "faulted")
+
+# What each finding can look like on hardware.
+CODE_KIND: Mapping[str, str] = {
+    "hang": "hung", "expect-tx-mismatch": "hung",
+    "arrive-fault": "faulted", "tx-range": "faulted",
+    "stale-read": "wrong_data", "overwrite": "wrong_data", "store-reuse": "wrong_data",
+    "missing-proxy-fence": "wrong_data",
+}
+# A protocol slip whose effect depends on the schedule: an early phase, a waiter that passes wrongly.
+PROTOCOL_CODES: Mapping[str, tuple[str, ...]] = {
+    "double-arrive": ("hung", "wrong_data"), "phase-alias": ("hung", "wrong_data"),
+}
+# Undefined behaviour (SEMANTICS 1, 4): any outcome is consistent with the model.
+UNDEFINED_CODES = frozenset({"exit-inflight", "uninit-barrier"})
+# Static findings with no run-time effect in the replay (descriptors are replayed as 1-D copies).
+STATIC_CODES = frozenset({"tma-descriptor", "smem-budget", "no-overlap"})
+# Kinds that, when every execution of the model shows one, every run must show.
+DETERMINISTIC = frozenset({"hung", "faulted"})
+
+
+def run_kinds(outcome: Mapping) -> frozenset[str]:
+    """The kinds of behaviour one run showed ('invalid' when the replay did not run the configuration)."""
+    if outcome.get("outcome") == "invalid":
+        return frozenset({"invalid"})
+    kinds = set()
+    if outcome.get("fault"):
+        kinds.add("faulted")
+    if outcome.get("hangs") or outcome.get("watchdog"):
+        kinds.add("hung")
+    if outcome.get("wrong_data") or outcome.get("store_wrong_data"):
+        kinds.add("wrong_data")
+    return frozenset(kinds or {"completed"})
+
+
+def parse_outcomes(text: str) -> list[dict]:
+    """The JSON lines a replay program printed (other lines are ignored)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("schema") == SCHEMA:
+            out.append(obj)
+    return out
+
+
+def config_key(config: Mapping) -> str:
+    """A configuration as a person writes it: `K_TILES=8 STAGES=4 elect=3 has_work=1`."""
+    parts = [f"{k}={v}" for k, v in sorted(config.get("params", {}).items())]
+    lane = config.get("elect_lane")
+    parts.append(f"elect={'lowest' if lane is None else lane}")
+    parts += [f"{k}={','.join(str(x) for x in v)}" for k, v in sorted(config.get("choices", {}).items())]
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    codes: tuple[str, ...]  # the distinct finding codes pipecheck reports for the configuration
+    may_complete: bool  # some execution finishes with no hang and no fault
+
+
+@dataclass(frozen=True)
+class Expectation:
+    may: frozenset[str]  # kinds a run may show
+    must: frozenset[str]  # every run shows one of these (empty: no constraint)
+    undefined: bool  # undefined behaviour: anything goes
+
+
+def expectation(verdict: ModelVerdict) -> Expectation:
+    may: set[str] = set()
+    undefined = False
+    for code in verdict.codes:
+        if code in CODE_KIND:
+            may.add(CODE_KIND[code])
+        elif code in PROTOCOL_CODES:
+            may.update(PROTOCOL_CODES[code])
+        elif code in UNDEFINED_CODES:
+            undefined = True
+    if verdict.may_complete or not may:
+        may.add("completed")
+    must = frozenset(k for k in may if k in DETERMINISTIC) if not verdict.may_complete else frozenset()
+    return Expectation(frozenset(may), must, undefined)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    status: str  # agree | not-observed | undefined | explained | disagree | invalid
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("disagree", "invalid")
+
+
+def judge(verdict: ModelVerdict, runs: Sequence[frozenset[str]], explained: str | None = None) -> Judgement:
+    """Compare one configuration's verdict with the kinds its hardware runs showed."""
+    if not runs:
+        return Judgement("invalid", "no hardware run recorded")
+    if any("invalid" in r for r in runs):
+        return Judgement("invalid", "the replay did not run this configuration (the forced election did not hold)")
+    exp = expectation(verdict)
+    if exp.undefined:
+        return Judgement("undefined", "pipecheck reports undefined behaviour ("
+                         + ", ".join(c for c in verdict.codes if c in UNDEFINED_CODES) + "): any outcome agrees")
+    problems = []
+    for i, kinds in enumerate(runs):
+        extra = sorted(kinds - exp.may)
+        if extra:
+            problems.append(f"run {i} showed {', '.join(extra)}, which pipecheck's verdict "
+                            f"({', '.join(verdict.codes) or 'verified'}) does not allow")
+        if exp.must and not kinds & exp.must:
+            problems.append(f"run {i} showed {', '.join(sorted(kinds))}, but every execution of the model "
+                            f"ends {' or '.join(sorted(exp.must))}")
+    if problems:
+        if explained:
+            return Judgement("explained", explained)
+        return Judgement("disagree", "; ".join(problems))
+    seen = set().union(*runs)
+    missing = sorted(exp.may - seen - {"completed"})
+    if missing:
+        return Judgement("not-observed", f"{', '.join(missing)} possible in the model, not seen in {len(runs)} runs")
+    return Judgement("agree", f"{', '.join(sorted(seen))} in all {len(runs)} runs" if len(seen) == 1
+                     else f"{', '.join(sorted(seen))} across {len(runs)} runs")
+
+
+# ---------------------------------------------------------------- explained differences
+
+
+def explained_differences(markdown: str) -> dict[tuple[str, str], str]:
+    """(spec, configuration) -> explanation, from the table under "Explained differences" in docs/semantics.md.
+
+    A row reads `| spec | configuration | pipecheck | hardware | explanation |`; configuration `*`
+    stands for every configuration of the spec.
+    """
+    out: dict[tuple[str, str], str] = {}
+    in_section = False
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            in_section = "explained differences" in line.lower()
+            continue
+        if not in_section or not line.startswith("|"):
+            continue
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) < 5 or cells[0] in ("spec", "") or re.fullmatch(r"-+", cells[0].replace(":", "")):
+            continue
+        out[(cells[0], cells[1])] = cells[4]
+    return out
+
+
+def explanation_for(table: Mapping[tuple[str, str], str], spec: str, key: str) -> str | None:
+    return table.get((spec, key)) or table.get((spec, "*"))
+
+
+# ---------------------------------------------------------------- pipecheck's side
+
+
+def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> ModelVerdict:
+    """pipecheck's verdict for exactly this configuration: its finding codes, and whether any
+    execution completes (a clean terminal state is reachable)."""
+    from ..explore import Limits
+    from ..lower import Config, lowest_lane, resolve_roles
+    from ..verify import Options, load_checked, verify_file
+
+    params = tuple(sorted((k, int(v)) for k, v in config.get("params", {}).items()))
+    sources: dict[str, str] = {}
+    kernel = load_checked(spec, dict(params), sources)
+    codes, _ = resolve_roles(kernel, sources)
+    masks = sorted({m for c in codes for m in c.elect_masks})
+    lane = config.get("elect_lane")
+    elect = tuple((m, lowest_lane(m) if lane is None else int(lane)) for m in masks)
+    kchoices = {c.name for c in kernel.kchooses}
+    choices = tuple((n, tuple(v)) for n, v in config.get("choices", {}).items() if n in kchoices)
+    cfg = Config(elect, tuple(sorted(choices, key=lambda c: [k.name for k in kernel.kchooses].index(c[0]))))
+    # every distinct finding (not only the first); which need lanes to run apart does not matter here
+    result = verify_file(spec, Options(overrides=params, only=(cfg,), check_scheduling=False,
+                                       limits=Limits(max_states=2_000_000, stop_at_first=False)))
+    found = tuple(dict.fromkeys(i.code for i in result.issues))
+    static = tuple(dict.fromkeys(d.code for d in result.static))
+    runs = [r for r in result.runs if cfg in r.cclass.members]
+    may = any(_may_complete(r.system if r.system is not None else r.model, max_states) for r in runs) if runs else True
+    return ModelVerdict(tuple(dict.fromkeys(found + static)), may)
+
+
+def _may_complete(system, max_states: int) -> bool:
+    """Depth-first (a completing execution, when there is one, is found at once): is a terminal
+    state with every thread finished, no hang and no fault reachable?
+
+    Transitions that fault are not followed. Past `max_states` the answer is True (lenient: the
+    agreement rules then ask nothing of every run)."""
+    start = system.initial()
+    seen = {start}
+    todo: list = [start]
+    while todo:
+        s = todo.pop()
+        succ = system.successors(s)
+        if not succ:
+            if getattr(s, "halted", None) is None and not system.terminal_findings(s):
+                return True
+            continue
+        for _action, t, findings in succ:
+            if any(CODE_KIND.get(getattr(f, "code", "")) == "faulted" for f in findings):
+                continue
+            if t not in seen:
+                if len(seen) >= max_states:
+                    return True
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+# ---------------------------------------------------------------- a recorded hardware file
+
+
+@dataclass(frozen=True)
+class Recorded:
+    spec: str
+    config: dict
+    runs: tuple[dict, ...]
+
+    @property
+    def key(self) -> str:
+        return config_key(self.config)
+
+
+def load_recorded(path: Path) -> tuple[dict, list[Recorded]]:
+    """tests/hw/h200.json: (machine description, recorded configurations)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    recs = [Recorded(c["spec"], c["config"], tuple(c.get("runs", ()))) for c in data.get("configurations", [])]
+    return data.get("machine", {}), recs
+
+
+def judge_recorded(rec: Recorded, verdict: ModelVerdict, table: Mapping[tuple[str, str], str]) -> Judgement:
+    if any(r.get("build_error") for r in rec.runs) or not rec.runs:
+        return Judgement("invalid", "the program did not build or run: " + str(rec.runs[0].get("build_error", "")
+                                                                              if rec.runs else "no runs"))
+    return judge(verdict, [run_kinds(r) for r in rec.runs], explanation_for(table, rec.spec, rec.key))
+
+
+def summarize(judgements: Iterable[tuple[Recorded, Judgement]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for _, j in judgements:
+        out[j.status] = out.get(j.status, 0) + 1
+    return out
