@@ -41,7 +41,7 @@ def wait_for_graph(model: Model, s: State) -> nx.DiGraph:
         for gi, ((pc, env), m) in enumerate(groups):
             if model.code[c][pc].op is END:
                 continue
-            futures[(c, gi)] = model._future(c, pc, env, m)[0]
+            futures[(c, gi)] = model.futures.future(c, pc, env, m)[0]
     for (c, gi), ops in futures.items():
         (pc, env), m = s.locs[c][gi]
         ins = model.code[c][pc]
@@ -51,7 +51,7 @@ def wait_for_graph(model: Model, s: State) -> nx.DiGraph:
             gid = ins.a(env, model.classes[c].cta)
             g.add_edge(node, ("bar", gid))
         elif ins.op is COLL_WAIT:
-            key, n = model._coll_key(c, ins, env)
+            key, n = model.coll_key(c, ins, env)
             g.add_edge(node, ("coll", key))
         elif ins.op is MMA_WAIT:
             g.add_edge(node, ("mma", model.mma_unit[c]))

@@ -233,11 +233,6 @@ class Model:
     def process_of(self, action: Action) -> tuple:
         return self.futures.process_of(action)
 
-    def _future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:  # kept for older callers
-        return self.futures.future(c, pc, env, m)
-
-    def _coll_key(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:  # kept for older callers
-        return self.coll_key(c, ins, env)
 
     def processes(self, s: State, enabled: set):
         return self.futures.processes(s, enabled)
@@ -390,12 +385,14 @@ class Model:
         name = self._bar_name(gid)
         who = self.classes[c].label
         verb = "passes its wait on" if passing else "waits on"
+        parity = ins.b(env) & 1
+        means = "a first wait that passes at once" if intended < 0 else f"the completion of phase {intended}"
         if off > 0:
-            why = (f"{name} has already completed {b.phase} phases, {off} more than the phase {intended} it waits for: "
-                   f"the waiter fell {off + 1} phases behind and parity {ins.b(env) & 1} aliases")
+            why = (f"{name} has already completed {b.phase} phase(s) but the waiter's ring means {means}: "
+                   f"the waiter is {off} phase(s) behind, so parity {parity} now stands for a later phase")
         else:
-            why = (f"{name} has completed only {b.phase} phases but the waiter expects phase {intended} to complete: "
-                   f"it is {-off} phase(s) ahead and parity {ins.b(env) & 1} aliases")
+            why = (f"{name} has completed only {b.phase} phase(s) but the waiter's ring means {means}: "
+                   f"the waiter is {-off} phase(s) ahead, so parity {parity} stands for an earlier phase")
         return Finding("phase-alias", f"{who} {verb} {name}: {why}", ins.site, c, (gid,))
 
     def _use(self, s: State, c: int, gid: int, site: int, what: str) -> list[Finding]:

@@ -12,6 +12,7 @@ import pytest
 from pipecheck.cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
+HEAVY = re.compile(r"^#\s*heavy:")
 EXPECT = re.compile(r"^#\s*expect(?:\[(?P<args>[^\]]*)\])?:\s*(?P<what>.+?)\s*$")
 
 
@@ -52,3 +53,27 @@ def write_spec(tmp_path: Path, text: str, name: str = "t.pipe") -> Path:
 @pytest.fixture
 def spec(tmp_path):
     return lambda text, name="t.pipe": write_spec(tmp_path, text, name)
+
+
+def header_lines(path: Path) -> list[str]:
+    """The comment lines at the top of a spec, up to its first statement."""
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        out.append(line)
+    return out
+
+
+def corpus(*, unreduced: bool = False) -> list:
+    """Every spec of specs/ and examples/, as pytest params. With `unreduced`, specs whose header says
+    `# heavy:` (searches without the reductions are too large for the default run, even at the smallest
+    parameters) are marked slow: the default CI run skips them, `pytest -m slow` runs them."""
+    specs = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+    out = []
+    for p in specs:
+        marks = [pytest.mark.slow] if unreduced and any(HEAVY.match(l) for l in header_lines(p)) else []
+        out.append(pytest.param(p, marks=marks, id=str(p.relative_to(ROOT))))
+    return out

@@ -16,12 +16,10 @@ import pytest
 
 from pipecheck.explore import Limits
 from pipecheck.verify import Options, load_checked, verify_file
-from conftest import ROOT
+from conftest import ROOT, corpus
 
 SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
-SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1,  # the ring family
-         # the real-kernel specs' own loop counts and store stages (clamped to their declared ranges)
-         "K_BLOCKS": 2, "N_BLOCKS": 2, "KV_BLOCKS": 2, "EPI_TILES": 1, "SUBTILES": 1, "STAGES_D": 1, "C_STAGES": 1}
+SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1}
 FULL_LIMIT = 150_000
 
 
@@ -30,8 +28,8 @@ def small(path: Path) -> tuple[tuple[str, int], ...]:
     kernel = load_checked(str(path), {}, {})
     out = []
     for p in kernel.params:
-        if p.name in SMALL:
-            v = SMALL[p.name]
+        if p.name in SMALL or p.lo is not None:  # every other parameter at the bottom of its range
+            v = SMALL.get(p.name, p.lo)
             if p.lo is not None:
                 v = max(v, p.lo)
             if p.hi is not None:
@@ -53,7 +51,7 @@ def findings(r) -> set:
     return {(i.code, r.sites[i.finding.site].span.line if i.finding.site >= 0 else 0) for i in r.issues}
 
 
-@pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", corpus(unreduced=True))
 def test_reductions_preserve_findings(path: Path):
     ov = small(path)
     full = run(path, ov, past=True)
@@ -80,10 +78,10 @@ def lockstep_matters(path: Path, ov: tuple) -> bool:
     return any(Model(k, cc.classes, sites, True).partners for cc in config_classes(k, codes, "any"))
 
 
-LOCKSTEP_SPECS = [p for p in SPECS if lockstep_matters(p, small(p))]
+LOCKSTEP_SPECS = [p for p in corpus(unreduced=True) if lockstep_matters(p.values[0], small(p.values[0]))]
 
 
-@pytest.mark.parametrize("path", LOCKSTEP_SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", LOCKSTEP_SPECS)
 def test_reduction_preserves_lockstep_findings(path: Path):
     """Under --lockstep a warp's converged classes move as one transition; the reduction keeps them together."""
     ov = small(path)

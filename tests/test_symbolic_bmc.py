@@ -22,7 +22,7 @@ from pipecheck.model import Model
 from pipecheck.symbolic import bmc
 from pipecheck.symbolic.bmc_moves import Moves
 from pipecheck.verify import load_checked
-from conftest import ROOT, cli
+from conftest import ROOT, cli, corpus
 
 SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
 
@@ -76,7 +76,7 @@ def agree(model: Model, bound: int) -> None:
             assert f.finding in shown
 
 
-@pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", corpus(unreduced=True))
 def test_engines_agree_on_every_spec(path: Path):
     for model in models(path):
         agree(model, 8)
