@@ -38,6 +38,27 @@ def _define(value: str) -> tuple[str, int] | tuple[str, int, int]:
         raise argparse.ArgumentTypeError(f"-D {name}: {v!r} is not an integer (or LO..HI)") from None
 
 
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return n
+
+
+def _seconds(value: str) -> float:
+    import math
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of seconds")
+    return x
+
+
 def _params(args) -> tuple[tuple, tuple]:
     """-D values (pinned parameters) and -D ranges (narrowed, --all-params only)."""
     values = tuple(d for d in args.defines if len(d) == 2)
@@ -61,12 +82,14 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["text", "json", "sarif", "html", "mermaid", "dot"], default="text",
                    help="text (default), json (schema pipecheck-result/1), sarif (2.1.0), html (one file with an SVG "
                         "timeline), mermaid or dot (the counterexample of one finding, see --finding)")
-    v.add_argument("--finding", type=int, default=1, metavar="N", help="which finding mermaid and dot draw (1 = first)")
+    v.add_argument("--finding", type=_positive_int, default=1, metavar="N", help="which finding mermaid and dot draw (1 = first)")
     v.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     _terminal_options(v)
-    v.add_argument("--max-states", type=int, default=2_000_000, help="stop (exit 3) after this many states per configuration")
-    v.add_argument("--timeout", type=float, default=None, help="stop (exit 3) after this many seconds")
-    v.add_argument("--max-memory", type=int, default=None, metavar="MB", help="stop (exit 3) above this resident memory")
+    v.add_argument("--max-states", type=_positive_int, default=2_000_000,
+                   help="stop (exit 3) after this many states per configuration")
+    v.add_argument("--timeout", type=_seconds, default=None, help="stop (exit 3) after this many seconds")
+    v.add_argument("--max-memory", type=_positive_int, default=None, metavar="MB",
+                   help="stop (exit 3) above this resident memory")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
@@ -76,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
     v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
                    help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
-    v.add_argument("--depth", type=int, default=30, help="the bound of --engine bmc (transitions)")
+    v.add_argument("--depth", type=_positive_int, default=30, help="the bound of --engine bmc (transitions)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
@@ -99,9 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--load-latency", type=int, default=4, metavar="ROUNDS", help="rounds from a TMA load's issue to its "
                    "landing in the schedule (default 4)")
     t.add_argument("--mma-latency", type=int, default=2, metavar="ROUNDS", help="rounds a wgmma runs (default 2)")
-    t.add_argument("--max-states", type=int, default=200_000,
+    t.add_argument("--max-states", type=_positive_int, default=200_000,
                    help="states the overlap analysis explores (without reduction) per configuration")
-    t.add_argument("--timeout", type=float, default=None, help="seconds the overlap analysis may take")
+    t.add_argument("--timeout", type=_seconds, default=None, help="seconds the overlap analysis may take")
     t.add_argument("--format", choices=["text", "json"], default="text")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")

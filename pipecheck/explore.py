@@ -107,7 +107,7 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             stopped = "first-finding"
             break
         tick += 1
-        if tick & 1023 == 0:
+        if tick & 1023 == 1:  # the first expansion too: a small graph must still honour a tight limit
             elapsed = time.perf_counter() - start
             if progress is not None:
                 progress(len(parents), depth, elapsed)
