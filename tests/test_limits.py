@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import ROOT, cli
+from pipecheck.check import MAX_BLOCKS
 from pipecheck.configs import MAX_CONFIGS
 from pipecheck.parse import MAX_NESTING, MAX_SPEC_CHARS
 
@@ -237,3 +238,29 @@ def test_timeline_of_a_faulting_spec_ends_at_the_fault():
     code, out, err = cli("timeline", str(ROOT / "examples" / "bugs" / "arrive_overflow.pipe"), "--max-states", "2000")
     assert code in (0, 1, 3) and "internal error" not in err, err
     assert "the schedule ends in a fault" in out
+
+
+def _nested_procs(levels: int, calls: int) -> str:
+    procs = []
+    for i in range(calls):
+        inner = f"p{i + 1}()" if i < calls - 1 else "read A tile 0"
+        procs.append(f"proc p{i}() {{\n" + "if lane < 31 {\n" * levels + inner + "\n" + "}\n" * levels + "}\n")
+    return "".join(procs) + _kernel("  role r warp { p0() }\n")
+
+
+def test_blocks_nested_through_procedures_are_a_located_error(spec):
+    # each file is under the parser's limit, but 30 calls of 40 nested ifs are 1200 blocks once inlined
+    p = spec(_nested_procs(40, 30))
+    code, out, err = cli("verify", str(p))
+    assert code == 2 and out == ""
+    _located(err, p)
+    assert f"blocks nest more than {MAX_BLOCKS} deep here once procedure calls are inlined" in err
+
+
+@pytest.mark.parametrize("command", [["verify"], ["verify", "--all-params"], ["verify", "--engine", "bmc", "--depth", "5"],
+                                     ["explain"], ["timeline", "--max-states", "300"]])
+def test_blocks_nested_through_procedures_just_under_the_limit_get_a_result(spec, command):
+    p = spec(_nested_procs((MAX_BLOCKS - 4) // 2, 2))  # the role body and each procedure body are blocks too
+    code, _, err = cli(command[0], str(p), *command[1:])
+    assert code in (0, 1, 3), err
+    assert "error" not in err
