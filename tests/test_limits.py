@@ -264,3 +264,28 @@ def test_blocks_nested_through_procedures_just_under_the_limit_get_a_result(spec
     code, _, err = cli(command[0], str(p), *command[1:])
     assert code in (0, 1, 3), err
     assert "error" not in err
+
+
+class _SlowLine:
+    """A line of states whose every expansion takes 5 ms: a thousand of them take five seconds."""
+
+    def initial(self):
+        return 0
+
+    def successors(self, s):
+        import time
+        time.sleep(0.005)
+        return [("next", s + 1, ())]
+
+    def terminal_findings(self, s):
+        return ()
+
+
+def test_timeout_is_checked_by_the_clock_not_every_thousand_states():
+    # a role-scope `choose c in 0 .. 4 KiB` gives each state ~30,000 successors; the timeout was only read
+    # every 1024 expansions, so `--timeout 3` ran for many minutes (found by the fuzzer)
+    from pipecheck.explore import Limits, explore
+    e = explore(_SlowLine(), Limits(timeout=0.05))
+    assert e.stopped == "timeout" and not e.complete
+    assert e.states < 200, e.states  # well before the 1024th expansion
+
