@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from . import ast as A
-from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod
+from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod, eval_const
 from .diagnostics import Span, SpecError, error
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXIT, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
@@ -214,7 +214,8 @@ class _Resolver:
         if isinstance(s, A.RingDecl):
             stages = self.expr(s.stages, scope, pre)
             phase = self.expr(s.phase, scope, pre) if s.phase is not None else RConst(0)
-            assert isinstance(stages, RConst)
+            if not isinstance(stages, RConst):  # check proved it constant; resolution does not fold `c ? a : b`
+                stages = RConst(int(eval_const(s.stages, self.k.constants, "a ring's stage count")))
             if not _is_static(phase):
                 raise error("value", "a ring's initial phase may depend on which thread runs, not on loop values", s.span)
             slot = self.new_slot(s.name)

@@ -289,3 +289,10 @@ def test_timeout_is_checked_by_the_clock_not_every_thousand_states():
     assert e.stopped == "timeout" and not e.complete
     assert e.states < 200, e.states  # well before the 1024th expansion
 
+
+
+def test_a_ring_stage_count_from_a_constant_ternary(spec):
+    # check folds `c ? a : b` to a constant, resolution did not: an assertion failed (found by the fuzzer)
+    p = spec(_kernel("  role r thread {\n    ring st(4 KiB ? 2 : 3)\n    read A tile st.index\n  }\n"))
+    code, out, err = cli("verify", str(p))
+    assert code == 1 and "[stale-read]" in out, err
