@@ -20,6 +20,7 @@ BUILTINS = ("lane", "warp", "thread", "instance", "cta", "cta_x", "cta_y", "warp
 FUNCTIONS = ("elect", "min", "max")
 RING_ATTRS = ("index", "phase", "count")
 MAX_INLINE_DEPTH = 32
+MAX_BLOCKS = 50  # blocks nested in a role after inlining: what one file may hold (parse.MAX_NESTING levels)
 SHAPE_THREADS = {"thread": 1, "warp": 32, "warpgroup": 128, "threads": 1, "warps": 32, "warpgroups": 128}
 
 
@@ -450,6 +451,7 @@ class _BodyContext:
         self.tx_posters: dict[str, list[Span]] = {}  # barrier -> expect_tx sites
         self.tx_sources: set[str] = set()  # barriers some load or complete_tx completes on
         self._proc_locals: set[str] = set()
+        self._blocks = 0  # blocks open around the statement being checked, counting inlined procedures
 
     def rule_errors(self) -> list[Diagnostic]:
         out = []
@@ -469,10 +471,19 @@ class _BodyContext:
         inner = _Scope(scope)
         subst = dict(subst)  # names a procedure declares stay inside the block
         out = []
-        for s in stmts:
-            r = self.stmt(s, inner, subst, depth)
-            if r is not None:
-                out.append(r)
+        # the parser bounds one file's nesting; procedures inlined into each other can still nest deeper,
+        # and every later stage walks blocks recursively
+        self._blocks += 1
+        try:
+            if self._blocks > MAX_BLOCKS and stmts:
+                raise error("limit", f"blocks nest more than {MAX_BLOCKS} deep here once procedure calls are "
+                                     "inlined; flatten the blocks or the calls", stmts[0].span)
+            for s in stmts:
+                r = self.stmt(s, inner, subst, depth)
+                if r is not None:
+                    out.append(r)
+        finally:
+            self._blocks -= 1
         return tuple(out)
 
     # -- expressions

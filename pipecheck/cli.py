@@ -48,6 +48,27 @@ def _choice(value: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(f"--choose takes NAME=V or NAME=V,V,..., not {value!r}") from None
 
 
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return n
+
+
+def _seconds(value: str) -> float:
+    import math
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of seconds")
+    return x
+
+
 def _params(args) -> tuple[tuple, tuple]:
     """-D values (pinned parameters) and -D ranges (narrowed, --all-params only)."""
     values = tuple(d for d in args.defines if len(d) == 2)
@@ -71,12 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["text", "json", "sarif", "html", "mermaid", "dot"], default="text",
                    help="text (default), json (schema pipecheck-result/1), sarif (2.1.0), html (one file with an SVG "
                         "timeline), mermaid or dot (the counterexample of one finding, see --finding)")
-    v.add_argument("--finding", type=int, default=1, metavar="N", help="which finding mermaid and dot draw (1 = first)")
+    v.add_argument("--finding", type=_positive_int, default=1, metavar="N", help="which finding mermaid and dot draw (1 = first)")
     v.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     _terminal_options(v)
-    v.add_argument("--max-states", type=int, default=2_000_000, help="stop (exit 3) after this many states per configuration")
-    v.add_argument("--timeout", type=float, default=None, help="stop (exit 3) after this many seconds")
-    v.add_argument("--max-memory", type=int, default=None, metavar="MB", help="stop (exit 3) above this resident memory")
+    v.add_argument("--max-states", type=_positive_int, default=2_000_000,
+                   help="stop (exit 3) after this many states per configuration")
+    v.add_argument("--timeout", type=_seconds, default=None, help="stop (exit 3) after this many seconds")
+    v.add_argument("--max-memory", type=_positive_int, default=None, metavar="MB",
+                   help="stop (exit 3) above this resident memory")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
@@ -86,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
     v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
                    help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
-    v.add_argument("--depth", type=int, default=30, help="the bound of --engine bmc (transitions)")
+    v.add_argument("--depth", type=_positive_int, default=30, help="the bound of --engine bmc (transitions)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
@@ -109,9 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--load-latency", type=int, default=4, metavar="ROUNDS", help="rounds from a TMA load's issue to its "
                    "landing in the schedule (default 4)")
     t.add_argument("--mma-latency", type=int, default=2, metavar="ROUNDS", help="rounds a wgmma runs (default 2)")
-    t.add_argument("--max-states", type=int, default=200_000,
+    t.add_argument("--max-states", type=_positive_int, default=200_000,
                    help="states the overlap analysis explores (without reduction) per configuration")
-    t.add_argument("--timeout", type=float, default=None, help="seconds the overlap analysis may take")
+    t.add_argument("--timeout", type=_seconds, default=None, help="seconds the overlap analysis may take")
     t.add_argument("--format", choices=["text", "json"], default="text")
     r = sub.add_parser("replay", help="emit a CUDA program that replays the spec at fixed parameters, elected lane "
                                       "and choices on an sm_90 GPU (docs/replay.md)")

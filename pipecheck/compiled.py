@@ -113,13 +113,15 @@ def compile_ref(layout: Layout, ref: RRef, site: int, barrier: bool) -> RefFn:
     per = layout.nbar if barrier else layout.nbuf
     ncta = layout.ncta
     cta_f = compile_expr(ref.cta) if ref.cta is not None else None
-    if all(isinstance(i, RConst) for i in ref.indices):
+    if all(isinstance(i, RConst) for i in ref.indices) and all(0 <= i.value < d for i, d in zip(ref.indices, dims)):
         flat = 0
         for i, d in zip(ref.indices, dims):
             flat = flat * d + i.value
         off = base + flat
         if cta_f is None:
             return lambda env, cta: cta * per + off
+    # an index made constant by specialisation (`A[lane]`) may still be out of range: the checked path below
+    # reports it when the statement runs, instead of landing on another array's element
     idx = [compile_expr(i) for i in ref.indices]
     name = ref.name
 

@@ -19,7 +19,7 @@ from .ir import RChoice, ROp
 from .lower import Config, RoleCode, ThreadClass, build_classes, lowest_lane, signature_nodes
 from .symbolic.classes import LanePartition, elect_orbits, lane_partition
 
-MAX_CONFIGS = 4096
+MAX_CONFIGS = 1024  # configurations per parameter point; each builds its thread classes (docs/errors.md)
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,23 @@ def elect_sites(codes: list[RoleCode], sites: list[Site]) -> list[ElectSite]:
 
 def _choice_values(kernel: CheckedKernel) -> list[tuple[str, list[tuple[int, ...]]]]:
     out = []
+    total = 1
     for c in kernel.kchooses:
         n = 1
         for d in c.dims:
             n *= d
+        # count before listing: `choose w[64]` alone stands for 2^64 configurations
+        total *= max(c.hi - c.lo + 1, 1) ** n
+        if total > MAX_CONFIGS:
+            raise error("limit", f"the kernel-scope choices up to `{c.name}` have {_count(total)} combinations; "
+                        f"pipecheck explores at most {MAX_CONFIGS} configurations: narrow a `choose` range or "
+                        "its array", c.span)
         out.append((c.name, list(itertools.product(range(c.lo, c.hi + 1), repeat=n))))
     return out
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**12 else f"about 10^{len(str(n)) - 1}"
 
 
 def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
@@ -98,7 +109,7 @@ def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
             orbits = elect_orbits(partition, masks)
         explored += len(orbits)
         if max(explored, total) > MAX_CONFIGS:
-            raise error("value", f"the spec has at least {max(explored, total)} configurations (classes of elected lanes x "
+            raise error("limit", f"the spec has at least {max(explored, total)} configurations (classes of elected lanes x "
                         f"kernel choices); pipecheck explores at most {MAX_CONFIGS}: narrow a `choose` range or "
                         "pass --elect lowest", kernel.span)
         for rep, picks in orbits:

@@ -78,6 +78,7 @@ SPEC_ERRORS: dict[str, str] = {
     "value": "a value is out of its allowed range or not computable",
     "rule": "the spec breaks a rule of the hardware that the language rejects",
     "import": "an imported file cannot be read",
+    "limit": "the spec is larger or nests deeper than pipecheck reads (docs/errors.md lists each limit)",
     "usage": "a command-line argument is wrong",
     "replay": "a construct `pipecheck replay` cannot run faithfully as CUDA on sm_90",
 }

@@ -17,6 +17,9 @@ class TransitionSystem(Protocol):
     def terminal_findings(self, state: Any) -> Sequence[Any]: ...
 
 
+CHECK_INTERVAL = 0.05  # seconds between checks of --timeout and --max-memory
+
+
 @dataclass(frozen=True)
 class Limits:
     max_states: int | None = None
@@ -81,6 +84,7 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     terminals = 0
     stopped = None
     tick = 0
+    next_check = start  # the first expansion is checked too: a small graph must still honour a tight limit
     while frontier:
         state, sid, d = frontier.popleft()
         depth = max(depth, d)
@@ -107,11 +111,14 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             stopped = "first-finding"
             break
         tick += 1
-        if tick & 1023 == 0:
-            elapsed = time.perf_counter() - start
-            if progress is not None:
-                progress(len(parents), depth, elapsed)
-            if limits.timeout is not None and elapsed > limits.timeout:
+        now = time.perf_counter()
+        if progress is not None and tick & 1023 == 0:
+            progress(len(parents), depth, now - start)
+        # by the clock, not by a count of states: one state can have tens of thousands of successors
+        # (a `choose` over a wide range), so a thousand expansions may take minutes
+        if now >= next_check:
+            next_check = now + CHECK_INTERVAL
+            if limits.timeout is not None and now - start > limits.timeout:
                 stopped = "timeout"
                 break
             if limits.max_memory_mb is not None and _rss_mb() > limits.max_memory_mb:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from . import ast as A
-from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod
+from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod, eval_const
 from .diagnostics import Span, SpecError, error
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXIT, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
                  MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE,
-                 Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site, expr_text)
+                 EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site, expr_text)
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -83,6 +83,7 @@ class _Resolver:
         self.mma = False
         self.elect_sites = itertools.count()
         self.lockstep = False
+        self.lines: dict[str, list[str]] = {}  # each file split once: a site per statement, not a split each
 
     def site(self, span: Span, via: tuple[Span, ...], proc: str | None, text: str | None = None) -> int:
         self.sites.append(Site(span, text if text is not None else self.text(span), via, proc))
@@ -92,7 +93,9 @@ class _Resolver:
         src = self.sources.get(span.file)
         if src is None or span.line <= 0:
             return ""
-        lines = src.splitlines()
+        lines = self.lines.get(span.file)
+        if lines is None:
+            lines = self.lines[span.file] = src.splitlines()
         if span.line > len(lines):
             return ""
         if span.end_line == span.line and span.end_col > span.col:
@@ -211,7 +214,8 @@ class _Resolver:
         if isinstance(s, A.RingDecl):
             stages = self.expr(s.stages, scope, pre)
             phase = self.expr(s.phase, scope, pre) if s.phase is not None else RConst(0)
-            assert isinstance(stages, RConst)
+            if not isinstance(stages, RConst):  # check proved it constant; resolution does not fold `c ? a : b`
+                stages = RConst(int(eval_const(s.stages, self.k.constants, "a ring's stage count")))
             if not _is_static(phase):
                 raise error("value", "a ring's initial phase may depend on which thread runs, not on loop values", s.span)
             slot = self.new_slot(s.name)
@@ -400,7 +404,7 @@ class _Specialiser:
                 return e
             ph = self.peval(e.phase0, site)
             if not isinstance(ph, RConst) or ph.value not in (0, 1):
-                raise error("value", f"ring {e.name}'s initial phase must be 0 or 1 for every thread", None)
+                raise EvalError(f"ring {e.name}'s initial phase must be 0 or 1 for every thread", site)
             return RRing(e.slot, e.name, e.stages, ph.value, e.attr)
         if isinstance(e, RBuiltin):
             return RConst(self.ident.builtin(e.name))
@@ -414,7 +418,7 @@ class _Specialiser:
                 flat = 0
                 for i, d in zip(idx, decl.dims):
                     if not 0 <= i.value < d:
-                        raise error("value", f"index {i.value} of '{e.name}' is out of range 0..{d - 1}", None)
+                        raise EvalError(f"index {i.value} of '{e.name}' is out of range 0..{d - 1}", site)
                     flat = flat * d + i.value
                 return RConst(values[flat])
             return _table(values, decl.dims, idx)

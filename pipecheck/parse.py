@@ -9,13 +9,15 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from . import ast as A
 from .diagnostics import Diagnostic, Note, Span, SpecError, error
 
 MAX_IMPORT_DEPTH = 16
+MAX_SPEC_CHARS = 4_000_000  # a spec is text a person writes; this is a hundred times the largest one we know
+MAX_NESTING = 100  # levels of the syntax tree: nested expressions, statements and blocks (docs/errors.md)
 
 
 def _grammar_text() -> str:
@@ -496,12 +498,27 @@ def _syntax_error(file: str, exc: UnexpectedInput) -> SpecError:
     return error("syntax", msg, _tspan(file, tok))
 
 
+def _check_nesting(tree: Tree, file: str) -> None:
+    """Every later stage walks the tree recursively: reject a tree deeper than MAX_NESTING here, where it
+    can still be located, instead of letting a RecursionError out of some later stage."""
+    stack: list[tuple[Tree, int, Span | None]] = [(tree, 0, None)]
+    while stack:
+        node, depth, where = stack.pop()
+        if not node.meta.empty:
+            where = _span(file, node.meta)
+        if depth > MAX_NESTING:
+            raise error("limit", f"expressions and blocks nest more than {MAX_NESTING} levels deep here; "
+                                 "split the expression with `let`/`const` or flatten the blocks", where)
+        stack.extend((c, depth + 1, where) for c in node.children if isinstance(c, Tree))
+
+
 def parse_text(text: str, file: str) -> A.SpecFile:
     """Parse one file's text into a `SpecFile`; raises SpecError with diagnostics."""
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise _syntax_error(file, exc) from None
+    _check_nesting(tree, file)
     try:
         items = _Build(file).transform(tree)
     except VisitError as exc:
@@ -526,12 +543,13 @@ def load_spec(path: str | Path, sources: dict[str, str] | None = None) -> tuple[
 
     def visit(p: Path, display: str, depth: int, via: A.Import | None) -> A.SpecFile:
         try:
-            text = p.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            data = p.read_bytes()
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
             if via is None:
                 raise error("usage", f"cannot read {display}: {reason}", None) from None
             raise error("import", f"cannot import {via.path!r}: {reason}", via.span) from None
+        text = _decode(data, display, sources)
         sources[display] = text
         spec = parse_text(text, display)
         for imp in spec.imports:
@@ -566,6 +584,24 @@ def load_spec(path: str | Path, sources: dict[str, str] | None = None) -> tuple[
                             Note("first defined here", procs[item.name].span))
             procs[item.name] = item
     return kernel, procs
+
+
+def _decode(data: bytes, display: str, sources: dict[str, str]) -> str:
+    """The file's text; a byte that is not UTF-8 is an error at its own line and column."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        sources[display] = data.decode("utf-8", "replace")  # for the caret
+        before = data[:exc.start].decode("utf-8", "replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        raise error("syntax", f"byte 0x{data[exc.start]:02x} is not UTF-8 text (spec files are UTF-8)",
+                    Span(display, line, col, line, col + 1)) from None
+    if len(text) > MAX_SPEC_CHARS:
+        lines = text.count("\n", 0, MAX_SPEC_CHARS) + 1
+        raise error("limit", f"the file holds {len(text):,} characters; a spec may hold at most {MAX_SPEC_CHARS:,}",
+                    Span(display, lines, 1))
+    return text
 
 
 def _display(p: Path) -> str:

@@ -20,7 +20,10 @@ def header(result: Result) -> str:
     params = ", ".join(f"{k}={v}" for k, v in result.params.items())
     head = f"{result.spec}: kernel {result.kernel.name}" + (f" ({params})" if params else "")
     runs = len(result.runs)
-    stats = f"{result.states} states, {runs} configuration{'s' if runs != 1 else ''}"
+    states = f"{result.states} states"
+    if result.stopped:  # how far a stopped search got: states and BFS depth
+        states += f", depth {max((r.exploration.depth for r in result.runs), default=0)}"
+    stats = f"{states}, {runs} configuration{'s' if runs != 1 else ''}"
     if result.verdict == "verified":
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":

@@ -312,9 +312,10 @@ def _find(model: Model, s: State, ident: tuple):
                     if a[0] == "t" and a[1] == c and a[2] == gi:
                         return a
         return None
-    if kind == "l":
+    if kind == "l":  # in flight is not enough: a fault earlier in the round halts the kernel, landings too
         if ident[1] in s.flight:
-            return ("l", s.flight.index(ident[1]))
+            action = ("l", s.flight.index(ident[1]))
+            return action if any(a == action for a, _, _ in model.successors(s)) else None
         return None
     for a, _, _ in model.successors(s):
         if a[0] == kind and a[1] == ident[1]:

@@ -1,0 +1,86 @@
+"""The long fuzz run: N inputs of every kind through the CLI, counting crashes; prints count, crashes, time.
+
+    python -m fuzz.run -n 10000 --seed 1 [--kind wellformed|grammar|bytes|tokens] [--save DIR]
+
+Each crashing input is written to DIR (default fuzz/crashes/) with the problems beside it.
+Exit 0 when nothing crashed, 1 otherwise. docs/errors.md records the figures of the last long run.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from . import oracle, specgen
+
+KINDS = {
+    "wellformed": lambda: specgen.wellformed_specs().map(lambda s: specgen.Input("wellformed", s.encode())),
+    "grammar": lambda: specgen.grammar_specs().map(lambda s: specgen.Input("grammar", s.encode())),
+    "bytes": specgen.byte_mutations,
+    "tokens": specgen.token_mutations,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fuzz.run", description=__doc__.split("\n")[0])
+    p.add_argument("-n", type=int, default=10_000, help="inputs to run (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kind", choices=sorted(KINDS), action="append", help="only these kinds (default: all, equally)")
+    p.add_argument("--save", type=Path, default=Path(__file__).resolve().parent / "crashes")
+    p.add_argument("--watchdog", type=int, default=30, help="CPU seconds one input may take before it counts as a crash")
+    args = p.parse_args(argv)
+    kinds = args.kind or sorted(KINDS)
+    strategy = st.one_of(*(KINDS[k]() for k in kinds))
+    counts: collections.Counter = collections.Counter()
+    codes: collections.Counter = collections.Counter()
+    crashes: list[tuple[specgen.Input, oracle.Outcome]] = []
+    slowest = [0.0, ""]
+    start = time.perf_counter()
+
+    @settings(max_examples=args.n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(args.seed)
+    @given(strategy)
+    def one(inp: specgen.Input) -> None:
+        out = oracle.judge(inp, box, args.watchdog)
+        counts[inp.kind] += 1
+        codes[out.code] += 1
+        if out.seconds > slowest[0]:
+            slowest[:] = [out.seconds, inp.kind + (f" from {inp.origin}" if inp.origin else "")]
+        if out.problems:
+            crashes.append((inp, out))
+            _save(args.save, len(crashes), inp, out)
+        n = sum(counts.values())
+        if n % 500 == 0:
+            print(f"  {n} inputs, {len(crashes)} crashes, {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
+
+    with oracle.Sandbox() as box:
+        one()
+    seconds = time.perf_counter() - start
+    total = sum(counts.values())
+    print(f"inputs: {total} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    print(f"exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(codes.items(), key=lambda kv: str(kv[0])))}")
+    print(f"crashes: {len(crashes)}")
+    for inp, out in crashes[:20]:
+        print(f"  {inp.kind} {inp.origin}: {out.problems[0][:160]}")
+    print(f"time: {seconds:.1f} s ({seconds / max(total, 1) * 1000:.0f} ms per input; slowest {slowest[0]:.1f} s, "
+          f"{slowest[1]})")
+    return 1 if crashes else 0
+
+
+def _save(where: Path, n: int, inp: specgen.Input, out: oracle.Outcome) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"crash-{n:04d}.pipe").write_bytes(inp.data)
+    (where / f"crash-{n:04d}.txt").write_text(
+        f"kind: {inp.kind} {inp.origin}\ncommand: {' '.join(out.command)}\nexit: {out.code}\n"
+        + "".join(f"problem: {p}\n" for p in out.problems) + "--- stderr\n" + out.stderr[-4000:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
