@@ -12,7 +12,8 @@ The counter abstraction (threads with the same code move as one counted class) i
 with one process per warp on every spec (with the other reductions on: one process per
 warp without them is beyond the limit on most specs), and with one process per thread on
 the benchmark ring at its smallest parameters, where 160 threads are 160 processes. The
-compact encoding must visit exactly the states the tuples do.
+compact encoding must visit exactly the states the tuples do (compared on the reduced
+search, where a second run is cheap).
 """
 from __future__ import annotations
 
@@ -65,11 +66,13 @@ def test_reductions_preserve_findings(path: Path):
     ov = small(path)
     full = run(path, ov, past=True, compact=False)
     if full.stopped is None:
-        compact = run(path, ov, past=True)
-        assert (compact.states, compact.verdict, findings(compact)) == (full.states, full.verdict, findings(full))
         for name, how in REDUCTIONS.items():
             reduced = run(path, ov, past=True, **how)
             assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), name
+            if name == "por+symmetry":  # the compact visited set visits exactly the states the tuples do
+                tuples = run(path, ov, past=True, compact=False, **how)
+                assert (tuples.states, tuples.verdict, findings(tuples)) == \
+                    (reduced.states, reduced.verdict, findings(reduced))
     else:  # too large to list every finding: the verdicts must still agree
         full = run(path, ov, past=False, compact=False)
         assert full.stopped is None, f"{path.name}: the full search is too large for this test"
