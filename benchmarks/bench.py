@@ -8,6 +8,7 @@ prints a table. Ratios are pipecheck / SPIN, from the same run.
     python benchmarks/bench.py                  # every row (SPIN capped at --timeout s per row)
     python benchmarks/bench.py --quick          # only the small rows
     python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
+    python benchmarks/bench.py --only-reductions --reduction-row 4/8/2   # only that table
 """
 from __future__ import annotations
 
@@ -80,12 +81,53 @@ def ratio(a, b) -> str:
     return f"{a / b:.4f}"
 
 
+SWITCHES = [  # (label, extra arguments): each reduction switched off in turn
+    ("all on", []),
+    ("--no-reduction (partial-order)", ["--no-reduction"]),
+    ("--no-symmetry", ["--no-symmetry"]),
+    ("--counter warps", ["--counter", "warps"]),
+    ("--no-counter-abstraction (a process per thread)", ["--no-counter-abstraction"]),
+    ("--no-compact", ["--no-compact"]),
+    ("--no-reduction --no-compact", ["--no-reduction", "--no-compact"]),
+]
+
+
+def reductions_table(row: str, timeout_s: float) -> None:
+    """pipecheck on one ring row with each reduction switched off in turn: states, time, memory.
+
+    Bytes per state: peak memory above a 2/4/2 run with every reduction on (the interpreter,
+    the code and the tables), divided by the states visited; only meaningful for runs of many states."""
+    s, k, c = (int(x) for x in row.split("/"))
+    base = measure(2, 4, 2, "fixed", [], 600)
+    print()
+    print(f"pipecheck on ring fixed {s}/{k}/{c} with each reduction switched off in turn "
+          f"(capped at {timeout_s:.0f} s a run; baseline memory {base['peak_mb']:.0f} MB at 2/4/2):")
+    print("| switch | verdict | states | s | states/s | MB | bytes/state above baseline |")
+    print("|---|---|---|---|---|---|---|")
+    for label, extra in SWITCHES:
+        pc = measure(s, k, c, "fixed", extra + ["--max-states", "3000000"], timeout_s)
+        rate = pc["states"] / pc["wall_s"] if pc["states"] and pc["wall_s"] else None
+        per = None
+        if pc["states"] and pc["peak_mb"] is not None and pc["states"] >= 10_000:
+            per = max(0.0, pc["peak_mb"] - base["peak_mb"]) * 2**20 / pc["states"]
+        verdict = pc["verdict"] if pc["verdict"] != "timeout" else f"timeout (> {timeout_s:.0f} s)"
+        print(f"| {label} | {verdict} | {fmt(pc['states'], ',')} | {fmt(pc['wall_s'], '.2f')} | {fmt(rate, ',.0f')} | "
+              f"{fmt(pc['peak_mb'], ',.0f')} | {fmt(per, ',.0f')} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the small rows")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
     ap.add_argument("--reductions", action="store_true", help="also time pipecheck with each reduction off")
+    ap.add_argument("--only-reductions", action="store_true", help="only the reductions table (no SPIN)")
+    ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
+    ap.add_argument("--reduction-timeout", type=float, default=300.0, help="seconds per reductions-table run")
     args = ap.parse_args(argv)
+    if args.only_reductions:
+        print(f"machine: {machine()}; python {platform.python_version()}")
+        reductions_table(args.reduction_row, args.reduction_timeout)
+        return 0
     ensure_spin()
     rows = QUICK if args.quick else ROWS
     print(f"machine: {machine()}")
@@ -93,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
           f" SPIN capped at {args.timeout:.0f} s per row")
     print()
     head = ("| S/K/C | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
-            " | SPIN MB | pipecheck MB | time ratio | states ratio |")
+            " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s |")
     print(head)
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     for s, k, c, variant in rows:
         with tempfile.TemporaryDirectory() as tmp:
             spin = run_spin(ring_model(s, k, c, variant), Path(tmp), args.timeout,
@@ -106,16 +148,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{fmt(pc['states'], ',')} | {fmt(spin['total_s'], '.2f')} | {fmt(pc['wall_s'], '.2f')} | "
               f"{fmt(spin['peak_rss_mb'], ',.0f')} | {fmt(pc['peak_mb'], ',.0f')} | "
               f"{ratio(pc['wall_s'], spin['total_s'])}{' (bound)' if spin['verdict'] == 'timeout' else ''} | "
-              f"{ratio(pc['states'], spin['states'])} |", flush=True)
+              f"{ratio(pc['states'], spin['states'])} | "
+              f"{fmt(pc['states'] / pc['wall_s'] if pc['states'] else None, ',.0f')} |", flush=True)
+    print()
+    print("Times are whole processes (interpreter start, parse, every configuration, report). A SPIN row that "
+          "reached the cap shows the states SPIN had stored and the time at the cap: its time ratio is an upper "
+          "bound (marked), and its state count is a lower bound of SPIN's state space.")
     if args.reductions:
-        print()
-        print("pipecheck with each reduction switched off (same rows, 4/16/2 fixed):")
-        print("| switch | verdict | states | s | MB |")
-        print("|---|---|---|---|---|")
-        for label, extra in (("all on", []), ("--no-reduction", ["--no-reduction", "--max-states", "3000000"])):
-            pc = measure(4, 16, 2, "fixed", extra, 600)
-            print(f"| {label} | {pc['verdict']} | {fmt(pc['states'], ',')} | {fmt(pc['wall_s'], '.2f')} | "
-                  f"{fmt(pc['peak_mb'], ',.0f')} |", flush=True)
+        reductions_table(args.reduction_row, args.reduction_timeout)
     return 0
 
 

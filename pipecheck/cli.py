@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
     v.add_argument("--no-symmetry", action="store_true", help="do not merge states that differ only by which "
                    "identical role instance is which (for measurement)")
+    v.add_argument("--counter", choices=["classes", "warps", "threads"], default="classes",
+                   help="classes: threads with the same code move as one counted class (default); warps / threads: "
+                        "each warp / thread of a class is its own process (for measurement)")
+    v.add_argument("--no-counter-abstraction", dest="counter", action="store_const", const="threads",
+                   help="the same as --counter threads")
+    v.add_argument("--no-compact", action="store_true", help="keep visited states as tuples instead of interned ids "
+                   "(for measurement)")
     v.add_argument("--lockstep", action="store_true",
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
     v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
@@ -339,6 +346,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         limits=Limits(max_states=args.max_states, timeout=args.timeout, max_memory_mb=args.max_memory,
                       stop_at_first=not args.all),
         reduce=not args.no_reduction, lockstep=args.lockstep, symmetry=not args.no_symmetry,
+        counter=args.counter, compact=not args.no_compact,
         all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth,
     )
     out = stdout

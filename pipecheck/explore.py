@@ -71,11 +71,15 @@ def _rss_mb() -> float:
 
 
 def explore(system: TransitionSystem, limits: Limits = Limits(),
-            progress: Callable[[int, int, float], None] | None = None) -> Exploration:
-    """Visit every reachable state once, in BFS order; keep the first occurrence of each finding."""
+            progress: Callable[[int, int, float], None] | None = None,
+            key: Callable[[Any], Any] | None = None) -> Exploration:
+    """Visit every reachable state once, in BFS order; keep the first occurrence of each finding.
+
+    `key` (injective) is what the visited set stores instead of the state itself (compact.py);
+    the frontier keeps the states it still has to expand."""
     start = time.perf_counter()
     init = system.initial()
-    index: dict[Any, int] = {init: 0}
+    index: dict[Any, int] = {key(init) if key is not None else init: 0}
     parents: list[tuple[int, Any]] = [(-1, None)]
     frontier: deque[tuple[Any, int, int]] = deque([(init, 0, 0)])
     found: dict[Any, Found] = {}
@@ -102,9 +106,10 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                         found[f.key] = Found(f, _path(parents, sid) + (action,), False)
                 if not limits.past_findings:
                     continue
-            if nxt not in index:
+            k = key(nxt) if key is not None else nxt
+            if k not in index:
                 nid = len(parents)
-                index[nxt] = nid
+                index[k] = nid
                 parents.append((sid, action))
                 frontier.append((nxt, nid, d + 1))
         if limits.stop_at_first and found:

@@ -27,6 +27,7 @@ class Futures:
         self.m = model
         self.cache: dict = {}
         self.op_cache: dict = {}
+        self.prov_cache: dict = {}
         lay = model.layout
         self.cta_bufs = [tuple(range(k * lay.nbuf, (k + 1) * lay.nbuf)) for k in range(lay.ncta)]
 
@@ -152,12 +153,34 @@ class Futures:
             fp += ((("bar", bar), "t"),)
         return Op(fp, (provider,))
 
-    def op(self, s: "State", d: tuple) -> Op:
-        if d[0] in ("wait", "mwait", "cwait", "wgroup"):
-            return self._op(s, d)
-        hit = self.op_cache.get(d)
+    def _provides(self, descs: tuple) -> frozenset:
+        """Every resource a future may provide: the same in every state (only waits' ops depend on it)."""
+        hit = self.prov_cache.get(descs)
         if hit is None:
-            hit = self.op_cache[d] = self._op(s, d)
+            prov: set = set()
+            for d in descs:
+                if d[0] in ("wait", "mwait", "cwait", "wgroup"):
+                    continue  # waits provide nothing
+                op = self.op(None, d)  # type: ignore[arg-type]
+                prov.update(r for r, _ in op.provides)
+                prov.update(r for sp in op.spawns for r, _ in sp.provides)
+            hit = self.prov_cache[descs] = frozenset(prov)
+        return hit
+
+    def op(self, s: "State", d: tuple) -> Op:
+        kind = d[0]
+        if kind == "wait":  # depends on the barrier's counts only
+            b = s.bars[d[1]]
+            key: tuple = (d, None if b is None else (b.phase, b.pending, b.tx))
+        elif kind == "mwait":
+            key = (d, s.mmas[d[1]][0])
+        elif kind == "cwait" or kind == "wgroup":
+            return self._op(s, d)
+        else:
+            key = d
+        hit = self.op_cache.get(key)
+        if hit is None:
+            hit = self.op_cache[key] = self._op(s, d)
         return hit
 
     def _op(self, s: "State", d: tuple) -> Op:
@@ -282,7 +305,7 @@ class Futures:
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
                         join_info[(d[1], d[2])] = (d[3], d[5])
                 procs.append(Process(key, key in enabled, [self.op(s, d) for d in descs], exhaustive,
-                                     bundles.get(key, ())))
+                                     self._provides(descs), bundles.get(key, ())))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
@@ -391,3 +414,4 @@ class Futures:
                 ops.append(Op(fp, prov, needs=(lambda av, jk=jk, pk=pk, need=need, first=(j == done):
                                                av[jk] >= need and (first or av[pk] > 0)), need_resources=(jk, pk)))
         return ops
+

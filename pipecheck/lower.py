@@ -7,7 +7,7 @@ together (SIMT), and a class that never signals is exact as one block across war
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from . import ast as A
@@ -768,3 +768,25 @@ def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, 
                             members=tuple(mem), warp=w, warpgroup=wg, program=prog, signalling=signalling,
                             label=label, role_threads=role.threads, instances=role.instances, unit=unit, who=who))
     return classes
+
+
+def split_classes(kernel: CheckedKernel, classes: list[ThreadClass], by: str) -> list[ThreadClass]:
+    """Without the counter abstraction: each warp (`by="warps"`) or each thread (`by="threads"`) of a
+    class is its own class, so it moves by itself.
+
+    The counted classes are exact for what they merge (DESIGN.md, "Threads"); this exists to
+    measure what they save (`--counter`) and to test that they change no verdict.
+    """
+    out: list[ThreadClass] = []
+    for cl in classes:
+        parts: dict[int, list[int]] = {}
+        for t in cl.members:
+            parts.setdefault(t if by == "threads" else t // 32, []).append(t)
+        if len(parts) == 1:
+            out.append(replace(cl, id=len(out)))
+            continue
+        for mem in parts.values():
+            label, unit, who = _label(kernel, cl.role, cl.instance, cl.cta, tuple(mem))
+            out.append(replace(cl, id=len(out), members=tuple(mem), warp=mem[0] // 32,
+                               warpgroup=mem[0] // 128, label=label, unit=unit, who=who))
+    return out

@@ -9,7 +9,7 @@ is acyclic, a persistent-set search visits every terminal state and every findin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
@@ -28,6 +28,13 @@ class Op:
     needs: Callable[[Mapping[Any, int]], bool] | None = None
     need_resources: tuple[Any, ...] = ()
     spawns: tuple["Op", ...] = ()  # async operations this op starts (e.g. the landing of a TMA load)
+    # the op and its spawns together (derived): what the reduction walks
+    all_provides: tuple[tuple[Any, int], ...] = field(init=False, repr=False, compare=False)
+    all_footprint: Footprint = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "all_provides", self.provides + tuple(x for sp in self.spawns for x in sp.provides))
+        object.__setattr__(self, "all_footprint", self.footprint + tuple(e for sp in self.spawns for e in sp.footprint))
 
 
 @dataclass
@@ -36,6 +43,8 @@ class Process:
     enabled: bool  # whether its head op can run now
     ops: Sequence[Op]  # the head first; may stop early
     exhaustive: bool  # False: the future was cut off; assume it may touch anything
+    # every resource any of its ops (or their spawns) may provide, when the model knows it without building them
+    provides: frozenset | None = None
     # processes whose heads run as one transition with this one (lanes of a warp in lockstep): a
     # persistent set holds all of them or none; their head footprints together are the move's
     bundle: tuple = ()
@@ -67,66 +76,75 @@ def _conflict(a: Footprint, b: Footprint, loud: Mapping[Any, int]) -> bool:
     return False
 
 
-def _loud(ops: list[Footprint], budgets: Mapping[Any, int]) -> dict:
-    """Per counted object: 0 when its operations cannot complete what is owed (they all commute),
-    1 when together they may complete it exactly (arrivals still commute with each other),
-    2 when they may overflow it (nothing commutes)."""
-    totals: dict = {}
-    touched: set = set()
-    for fp in ops:
-        for e in fp:
-            if e[1] == "c":
-                totals[e[0]] = totals.get(e[0], 0) + e[2]
-                touched.add(e[0])
-            elif e[1] == "t":
-                touched.add(e[0])
-    out = {}
-    for obj in touched:
-        total, budget = totals.get(obj, 0), budgets.get(obj, 0)
-        if total > budget:
-            out[obj] = 2
-        elif total == budget:
-            out[obj] = 1
-    return out
-
-
 class _Avail(dict):
     def __missing__(self, key):
         return 0
 
 
-def _reach(procs: list[Process], frozen: set) -> tuple[_Avail, list[tuple[int, Footprint]], set[int]]:
+class _Index:
+    """One state's processes, seen by every seed tried: who is where, the resources each process may
+    ever provide (built on first use), and what the closure has already computed."""
+
+    def __init__(self, procs: list[Process]):
+        self.procs = procs
+        self.keys = [p.key for p in procs]
+        self.where = {p.key: i for i, p in enumerate(procs)}
+        self.enabled = [p.enabled for p in procs]
+        self._provides: list[frozenset] | None = None
+        self.reach_memo: dict[frozenset, tuple[_Avail, dict[int, int], list[int]]] = {}
+        self.close_memo: dict[frozenset, frozenset | None] = {}
+
+    @property
+    def provides(self) -> list[frozenset]:
+        if self._provides is None:
+            out = []
+            for p in self.procs:
+                if p.provides is not None:
+                    out.append(p.provides)
+                    continue
+                out.append(frozenset(r for op in p.ops for r, _ in op.all_provides))
+            self._provides = out
+        return self._provides
+
+
+def _reach(ix: _Index, frozen: frozenset) -> tuple[_Avail, dict[int, int], list[int]]:
     """What processes outside `frozen` can do before any of `frozen` moves (an over-approximation):
-    the resources they may provide, the footprints of the operations they may run, and which of
-    them have a future cut off by the horizon (assumed to touch anything)."""
+    the resources they may provide, how many of each one's operations may run (`pos`; an op's
+    spawned async operations run with it), and which of them have a future cut off by the
+    horizon (assumed to touch anything)."""
+    hit = ix.reach_memo.get(frozen)
+    if hit is not None:
+        return hit
+    procs = ix.procs
     avail = _Avail()
-    pos = {i: 0 for i, p in enumerate(procs) if p.key not in frozen}
-    done_ops: list[tuple[int, Footprint]] = []
-    unbounded: set[int] = set()
+    pos = {i: 0 for i, key in enumerate(ix.keys) if key not in frozen}
+    todo = list(pos)
+    enabled = ix.enabled
     changed = True
     while changed:
         changed = False
-        for i in pos:
-            p = procs[i]
-            ops = p.ops
+        left = []
+        for i in todo:
+            ops = procs[i].ops
             k = pos[i]
-            while k < len(ops):
+            n = len(ops)
+            while k < n:
                 op = ops[k]
-                if op.needs is not None and not (k == 0 and p.enabled) and not op.needs(avail):
+                needs = op.needs
+                if needs is not None and not (k == 0 and enabled[i]) and not needs(avail):
                     break
                 k += 1
                 changed = True
-                done_ops.append((i, op.footprint))
-                for res, amount in op.provides:
-                    avail[res] += amount
-                for sp in op.spawns:
-                    done_ops.append((i, sp.footprint))
-                    for res, amount in sp.provides:
-                        avail[res] += amount
+                for res, amount in op.all_provides:
+                    avail[res] = avail.get(res, 0) + amount
             pos[i] = k
-            if k >= len(ops) and not p.exhaustive:
-                unbounded.add(i)
-    return avail, done_ops, unbounded
+            if k < n:
+                left.append(i)
+        todo = left
+    unbounded = [i for i, k in pos.items() if k >= len(procs[i].ops) and not procs[i].exhaustive]
+    out = (avail, pos, unbounded)
+    ix.reach_memo[frozen] = out
+    return out
 
 
 def persistent(procs: list[Process], budgets: Mapping[Any, int]) -> set | None:
@@ -134,79 +152,116 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int]) -> set | None:
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
+    ix = _Index(procs)
     best: set | None = None
     best_n = len(enabled)
     # async completions first: they are most often independent of everything else
     order = sorted(enabled, key=lambda p: 0 if p.key[0] != "g" else 1)
     for seed in order:
-        t = _close(procs, {seed.key}, budgets, best_n)
+        t = _close(ix, frozenset((seed.key,)), budgets, best_n)
         if t is None:
             continue
-        n = sum(1 for p in procs if p.enabled and p.key in t)
+        n = sum(1 for k in t if ix.enabled[ix.where[k]])
         if n < best_n:
-            best, best_n = t, n
+            best, best_n = set(t), n
             if n == 1:
                 break
     return best
 
 
-def _bundled(procs: list[Process], index: dict, t: set) -> set:
-    """`t` with every process that moves together with one of its members."""
-    todo = list(t)
-    while todo:
-        for k in procs[index[todo.pop()]].bundle:
-            if k not in t and k in index:
-                t = t | {k}
-                todo.append(k)
-    return t
+def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int) -> frozenset | None:
+    """Grow `t` until it is persistent; None once it has `bound` enabled processes (no better than known).
 
-
-def _close(procs: list[Process], t: set, budgets: Mapping[Any, int], bound: int) -> set | None:
-    """Grow `t` until it is persistent; None once it has `bound` enabled processes (no better than known)."""
-    index = {p.key: i for i, p in enumerate(procs)}
+    Growing is a function of `t` alone, so every set met on the way from an earlier seed leads to
+    the same end: that end is remembered (None stays None, as the bound only falls)."""
+    path: list[frozenset] = []
+    result: frozenset | None = None
     while True:
-        t = _bundled(procs, index, t)
-        if sum(1 for k in t if procs[index[k]].enabled) >= bound:
-            return None
-        avail, ops, unbounded = _reach(procs, t)
-        if unbounded:
-            t = t | {procs[i].key for i in unbounded}
-            if len(t) == len(procs):
-                return None
+        if t in ix.close_memo:
+            result = ix.close_memo[t]
+            if result is not None and sum(1 for k in result if ix.enabled[ix.where[k]]) >= bound:
+                result = None
+            break
+        path.append(t)
+        if sum(1 for k in t if ix.enabled[ix.where[k]]) >= bound:
+            break
+        nxt = _grow(ix, t, budgets)
+        if nxt is t:
+            result = t
+            break
+        if nxt is None:
+            break
+        t = nxt
+    for q in path:
+        if q not in ix.close_memo or ix.close_memo[q] is not None:
+            ix.close_memo[q] = result
+    return result
+
+
+def _bundled(ix: "_Index", t: frozenset) -> frozenset:
+    """`t` with every process that moves together with one of its members (`t` itself when closed)."""
+    extra = {k for key in t for k in ix.procs[ix.where[key]].bundle if k not in t and k in ix.where}
+    return t | extra if extra else t
+
+
+def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | None:
+    """One step of the closure: `t` itself when it is persistent, None when it would hold everything."""
+    procs = ix.procs
+    bundled = _bundled(ix, t)
+    if bundled is not t:  # a lockstep move is one transition: its lanes join together
+        return None if len(bundled) == len(procs) else bundled
+    avail, pos, unbounded = _reach(ix, t)
+    if unbounded:
+        t = t | {ix.keys[i] for i in unbounded}
+        return None if len(t) == len(procs) else t
+    heads = [procs[ix.where[k]] for k in t]
+    head_fps = [h.ops[0].footprint for h in heads if h.enabled]
+    # conflicts and loudness matter only for the objects the enabled heads touch
+    objs = {e[0] for fp in head_fps for e in fp}
+    by_obj: dict[Any, list[tuple[int, tuple]]] = {}
+    for i, k in pos.items():
+        ops = procs[i].ops
+        for j in range(k):
+            for e in ops[j].all_footprint:
+                if e[0] in objs:
+                    by_obj.setdefault(e[0], []).append((i, e))
+    loud: dict = {}
+    totals: dict = {}
+    for e in [e for fp in head_fps for e in fp] + [e for lst in by_obj.values() for _, e in lst]:
+        if e[1] == "c":
+            totals[e[0]] = totals.get(e[0], 0) + e[2]
+        elif e[1] == "t":
+            totals.setdefault(e[0], 0)
+    for obj, total in totals.items():
+        budget = budgets.get(obj, 0)
+        if total > budget:
+            loud[obj] = 2
+        elif total == budget:
+            loud[obj] = 1
+    add: set = set()
+    for fp in head_fps:
+        for e in fp:
+            for i, e2 in by_obj.get(e[0], ()):
+                if ix.keys[i] in add:
+                    continue
+                if _conflict((e,), (e2,), loud):
+                    add.add(ix.keys[i])
+    for h in heads:
+        if h.enabled:
             continue
-        heads = [procs[index[k]] for k in t]
-        head_fps = [h.ops[0].footprint for h in heads if h.enabled]
-        loud = _loud(head_fps + [fp for _, fp in ops], budgets)
-        by_obj: dict = {}
-        for i, fp in ops:
-            for e in fp:
-                by_obj.setdefault(e[0], []).append((i, e))
-        add: set = set()
-        for fp in head_fps:
-            for e in fp:
-                for i, e2 in by_obj.get(e[0], ()):
-                    if procs[i].key in add:
-                        continue
-                    if _conflict((e,), (e2,), loud):
-                        add.add(procs[i].key)
-        for h in heads:
-            if h.enabled:
-                continue
-            op = h.ops[0] if h.ops else None
-            if op is None or op.needs is None or op.needs(avail):
-                # it could be enabled from outside T: bring in whoever provides what it needs
-                wanted = set(op.need_resources) if op is not None else set()
-                for p in procs:
-                    if p.key in t or p.key in add:
-                        continue
-                    if not wanted or any(r in wanted for o in p.ops for r, _ in o.provides) \
-                            or any(r in wanted for o in p.ops for sp in o.spawns for r, _ in sp.provides):
-                        add.add(p.key)
-        if not add:
-            return t
-        t = t | add
-        if len(t) == len(procs):
-            return None
+        op = h.ops[0] if h.ops else None
+        if op is None or op.needs is None or op.needs(avail):
+            # it could be enabled from outside T: bring in whoever provides what it needs
+            wanted = set(op.need_resources) if op is not None else set()
+            for i, key in enumerate(ix.keys):
+                if key in t or key in add:
+                    continue
+                if not wanted or not wanted.isdisjoint(ix.provides[i]):
+                    add.add(key)
+    if not add:
+        return t
+    t = t | add
+    return None if len(t) == len(procs) else t
 
 
 class Reduced:

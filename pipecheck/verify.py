@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .check import CheckedKernel, check_kernel
+from .compact import Interner
 from .configs import ConfigClass, ElectSite, config_classes, elect_sites
 from .diagnostics import Diagnostic, Span, SpecError, error
 from .explore import Exploration, Found, Limits, explore
 from .findings import Finding
 from .ir import EvalError, Site
-from .lower import Config, lowest_lane, resolve_roles
+from .lower import Config, lowest_lane, resolve_roles, split_classes
 from .model import Model
 from .parse import load_spec
 from .por import Reduced
@@ -46,6 +47,10 @@ class Options:
     check_scheduling: bool = True  # say which findings need independent thread scheduling
     only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
     symmetry: bool = True  # identical role instances are interchangeable (switchable for measurement)
+    # "classes": threads with the same code move as counted classes (the counter abstraction);
+    # "warps" / "threads": each warp / thread of a class is its own process (for measurement)
+    counter: str = "classes"
+    compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
 
 
 @dataclass
@@ -166,10 +171,11 @@ def verify_file(path: str, options: Options = Options(),
                     stopped = "timeout"
                     break
                 limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
-            key = sweep.exploration_key(k, cc.classes)
+            classes = cc.classes if options.counter == "classes" else split_classes(k, cc.classes, options.counter)
+            key = sweep.exploration_key(k, classes)
             try:
                 if key not in explored:  # equal keys explore the same graph: once is enough
-                    model = Model(k, cc.classes, psites, options.lockstep)
+                    model = Model(k, classes, psites, options.lockstep)
                     base = model
                     if options.symmetry:
                         sym = Symmetric(model)
@@ -178,7 +184,8 @@ def verify_file(path: str, options: Options = Options(),
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
                         system = Reduced(base) if options.reduce else base
-                        explored[key] = (model, explore(system, limits, progress), base)
+                        encode = Interner() if options.compact else None
+                        explored[key] = (model, explore(system, limits, progress, encode), base)
             except EvalError as exc:
                 if not options.all_params:
                     raise _spec_error(exc, sites) from None

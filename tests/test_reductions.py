@@ -1,12 +1,20 @@
 """The reductions never change what is found: reduced and full exploration agree on every spec.
 
 For each spec (at small parameters, so the full state space stays small) the plain search
-(no partial-order reduction, no symmetry) and each reduced search run to completion, past
-findings too, and must report the same verdict and the same set of (code, line) findings.
-Persistent-set search preserves every reachable finding of an acyclic system (por.py) and
-symmetry only merges isomorphic states (symmetry.py); this test checks that the model's
-footprints and renamings make those theorems apply. Where the plain search past findings
-is too large, they must at least agree on the verdict.
+(no partial-order reduction, no symmetry, visited states kept as tuples) and each reduced
+search run to completion, past findings too, and must report the same verdict and the same
+set of (code, line) findings. Persistent-set search preserves every reachable finding of an
+acyclic system (por.py) and symmetry only merges isomorphic states (symmetry.py); this test
+checks that the model's footprints and renamings make those theorems apply. Where the plain
+search past findings is too large, they must at least agree on the verdict.
+
+The counter abstraction (threads with the same code move as one counted class) is compared
+with one process per warp on every spec (with the other reductions on: one process per
+warp without them is beyond the limit on most specs; where even the reduced per-warp search
+past findings is beyond it, as on examples/bugs/wrong_parity.pipe, the verdicts must agree), and with one process per thread on
+the benchmark ring at its smallest parameters, where 160 threads are 160 processes. The
+compact encoding must visit exactly the states the tuples do (compared on the reduced
+search, where a second run is cheap).
 """
 from __future__ import annotations
 
@@ -39,12 +47,15 @@ def small(path: Path) -> tuple[tuple[str, int], ...]:
 
 
 REDUCTIONS = {"por+symmetry": dict(reduce=True, symmetry=True), "symmetry": dict(reduce=False, symmetry=True),
-              "por": dict(reduce=True, symmetry=False)}
+              "por": dict(reduce=True, symmetry=False),
+              "por+symmetry, a process per warp": dict(reduce=True, symmetry=True, counter="warps")}
 
 
-def run(path: Path, ov: tuple, past: bool, reduce: bool = False, symmetry: bool = False):
+def run(path: Path, ov: tuple, past: bool, reduce: bool = False, symmetry: bool = False, counter: str = "classes",
+        compact: bool = True):
     limits = Limits(max_states=FULL_LIMIT, stop_at_first=not past, past_findings=past)
-    return verify_file(str(path), Options(overrides=ov, limits=limits, reduce=reduce, symmetry=symmetry))
+    return verify_file(str(path), Options(overrides=ov, limits=limits, reduce=reduce, symmetry=symmetry,
+                                          counter=counter, compact=compact))
 
 
 def findings(r) -> set:
@@ -54,13 +65,22 @@ def findings(r) -> set:
 @pytest.mark.parametrize("path", corpus(unreduced=True))
 def test_reductions_preserve_findings(path: Path):
     ov = small(path)
-    full = run(path, ov, past=True)
+    full = run(path, ov, past=True, compact=False)
     if full.stopped is None:
         for name, how in REDUCTIONS.items():
             reduced = run(path, ov, past=True, **how)
+            if reduced.stopped is not None and "counter" in how:
+                # a process per warp can be beyond the limit past findings: the verdict must still agree
+                reduced = run(path, ov, past=False, **how)
+                assert reduced.stopped is None and reduced.verdict == full.verdict, name
+                continue
             assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), name
+            if name == "por+symmetry":  # the compact visited set visits exactly the states the tuples do
+                tuples = run(path, ov, past=True, compact=False, **how)
+                assert (tuples.states, tuples.verdict, findings(tuples)) == \
+                    (reduced.states, reduced.verdict, findings(reduced))
     else:  # too large to list every finding: the verdicts must still agree
-        full = run(path, ov, past=False)
+        full = run(path, ov, past=False, compact=False)
         assert full.stopped is None, f"{path.name}: the full search is too large for this test"
         for name, how in REDUCTIONS.items():
             reduced = run(path, ov, past=False, **how)
@@ -98,3 +118,16 @@ def test_reduction_preserves_lockstep_findings(path: Path):
         full = go(False, False)
         assert full.stopped is None, f"{path.name}: the full lockstep search is too large for this test"
         assert go(False, True).verdict == full.verdict == "findings"
+
+
+@pytest.mark.parametrize("variant", ["fixed", "bug3722"])
+def test_thread_processes_find_the_same(variant: str):
+    """One process per thread (no counter abstraction at all) against the counted classes."""
+    path = ROOT / "benchmarks" / "specs" / f"ring_{variant}.pipe"
+    ov = (("STAGES", 1), ("K_TILES", 1), ("CONSUMERS", 1))
+    counted = run(path, ov, past=True, reduce=True, symmetry=True)
+    threads = run(path, ov, past=True, reduce=True, symmetry=True, counter="threads")
+    assert threads.stopped is None
+    assert sum(len(r.model.classes) for r in threads.runs) > 10 * sum(len(r.model.classes) for r in counted.runs)
+    assert (threads.verdict, findings(threads)) == (counted.verdict, findings(counted))
+    assert counted.verdict == ("verified" if variant == "fixed" else "findings")
