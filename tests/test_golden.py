@@ -1,14 +1,18 @@
 """Every spec in specs/ and examples/ gets the verdict and finding codes its header states."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, expectations, verify_json
+from conftest import ROOT, expectations, header_lines, verify_json
 
 SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
-CASES = [(p, args, what) for p in SPECS for args, what in expectations(p)]
+SLOW = re.compile(r"^#\s*slow:")  # a header line saying why this spec's default run takes minutes
+CASES = [pytest.param(p, args, what, id=f"{p.relative_to(ROOT)}{' ' + ' '.join(args) if args else ''}",
+                      marks=[pytest.mark.slow] if any(SLOW.match(l) for l in header_lines(p)) else [])
+         for p in SPECS for args, what in expectations(p)]
 
 
 def test_every_spec_states_what_it_expects():
@@ -16,8 +20,7 @@ def test_every_spec_states_what_it_expects():
     assert not missing, f"specs without an `# expect:` header line: {missing}"
 
 
-@pytest.mark.parametrize("path,args,what", CASES, ids=[f"{p.relative_to(ROOT)}{' ' + ' '.join(a) if a else ''}"
-                                                      for p, a, _ in CASES])
+@pytest.mark.parametrize("path,args,what", CASES)
 def test_golden(path: Path, args: list[str], what: str):
     data = verify_json(path, *args)
     if what == "verified":
