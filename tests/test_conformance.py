@@ -63,7 +63,10 @@ def test_sm90_specs_all_replay_except_named_constructs(monkeypatch) -> None:
     for must in ("specs/cutlass_3722.pipe", "examples/bugs/stale_read.pipe", "examples/bugs/store_reuse.pipe",
                  "examples/bugs/oob_expect_tx.pipe", "examples/cluster_multicast.pipe"):
         assert must not in refused, refused.get(must)
-    assert len(others) <= 2, others
+    # every other refusal names the construct it cannot replay (today: a role that is not whole warps
+    # under syncthreads, and named barrier ids that differ per role instance, as FA3's and
+    # ThunderKittens' scheduler barriers `bar_sync 9 + instance`)
+    assert all(v.startswith("replay cannot run ") and " faithfully: " in v for v in others.values()), others
 
 
 def test_emission_is_deterministic(monkeypatch) -> None:
