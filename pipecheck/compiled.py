@@ -65,8 +65,8 @@ def liveness(prog: Program) -> list[frozenset[int]]:
     n = len(prog.instrs)
     uses: list[set[int]] = []
     defs: list[set[int]] = []
-    succ: list[list[int]] = []
-    for pc, ins in enumerate(prog.instrs):
+    succ = prog.successors()
+    for ins in prog.instrs:
         u, d = set(), set()
         if ins.op == LET:
             d.add(ins.args[0])
@@ -85,14 +85,6 @@ def liveness(prog: Program) -> list[frozenset[int]]:
                 u.add(ins.args[-1])
         uses.append(u)
         defs.append(d)
-        if ins.op == JUMP:
-            succ.append([ins.target])
-        elif ins.op == BRANCH:
-            succ.append([pc + 1, ins.target])
-        elif ins.op == END:
-            succ.append([])
-        else:
-            succ.append([pc + 1])
     live_in = [frozenset()] * n
     changed = True
     while changed:

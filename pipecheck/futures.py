@@ -74,10 +74,8 @@ class Futures:
                     buf, bar = ins.a(env, cta), ins.d(env, cta)
                     targets = [cta]
                     if ins.e is not None:
-                        mask = ins.e(env)
-                        targets = [k for k in range(lay.ncta) if mask >> k & 1]
-                    ops.append(("load", tuple((k * lay.nbuf + buf % lay.nbuf, k * lay.nbar + bar % lay.nbar, k)
-                                              for k in targets)))
+                        targets = lay.ctas(ins.e(env))
+                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets)))
                 elif op is CP_ASYNC:
                     ops.append(("cpasync", ins.a(env, cta), c))
                     env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
@@ -108,8 +106,7 @@ class Futures:
                     gid = ins.a(env, cta)
                     bars = (gid,)
                     if ins.e is not None:
-                        mask = ins.e(env)
-                        bars = tuple(k * lay.nbar + gid % lay.nbar for k in range(lay.ncta) if mask >> k & 1)
+                        bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
                     ops.append(("late_arrive", bars, 1))
                 elif op is COLL or op is COLL_WAIT:
                     k, n = model.coll_key(c, ins, env)
@@ -366,7 +363,7 @@ class Futures:
                     continue
                 keys = []
                 for mc, mpc in members:
-                    gj = next((j for j, ((p, _), _) in enumerate(s.locs[mc]) if p == mpc), None)
+                    gj = model.group_at(s, mc, mpc)
                     if gj is not None:
                         keys.append(("g", mc, gj))
                 if len(keys) == len(members):

@@ -226,3 +226,17 @@ class Program:
 
     def key(self) -> tuple:
         return (self._hash, self.nslots)  # type: ignore[attr-defined]
+
+    def successors(self) -> list[list[int]]:
+        """The pcs control can reach from each instruction: its control-flow graph."""
+        out: list[list[int]] = []
+        for pc, ins in enumerate(self.instrs):
+            if ins.op == JUMP:
+                out.append([ins.target])
+            elif ins.op == BRANCH:
+                out.append([pc + 1, ins.target])
+            elif ins.op == END:
+                out.append([])
+            else:
+                out.append([pc + 1])
+        return out

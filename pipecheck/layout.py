@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from .check import BarrierDecl, BufferDecl, CheckedKernel
+from .check import CheckedKernel
 
 
 def _index_name(name: str, dims: tuple[int, ...], off: int) -> str:
@@ -40,6 +40,18 @@ class Layout:
         self.space = [kernel.buffers[self._decl_index(kernel.buffers, gid % self.nbuf)].space
                       for gid in range(self.nbuf * self.ncta)] if self.nbuf else []
         self.overlaps, self.bar_overlaps = self._storage(kernel)
+
+    def ctas(self, mask: int) -> list[int]:
+        """The CTAs of the cluster a multicast mask names."""
+        return [k for k in range(self.ncta) if mask >> k & 1]
+
+    def bar_in(self, cta: int, gid: int) -> int:
+        """The barrier at `gid`'s place in CTA `cta` (multicast and remote operations name it by index)."""
+        return cta * self.nbar + gid % self.nbar
+
+    def buf_in(self, cta: int, buf: int) -> int:
+        """The buffer at `buf`'s place in CTA `cta`."""
+        return cta * self.nbuf + buf % self.nbuf
 
     def _decl_index(self, decls, off: int) -> int:
         for i, d in enumerate(decls):

@@ -7,16 +7,16 @@ together (SIMT), and a class that never signals is exact as one block across war
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from . import ast as A
-from .check import BUILTINS, CheckedKernel, Inlined, binop, c_div, c_mod, eval_const
+from .check import BUILTINS, CheckedKernel, Inlined, binop, eval_const
 from .diagnostics import Span, SpecError, error
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
-                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXIT, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
+                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
                  MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE,
-                 EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site, expr_text)
+                 EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site)
 
 FULL_MASK = 0xFFFFFFFF
 

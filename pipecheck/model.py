@@ -507,15 +507,15 @@ class Model:
             targets = [cta]
             if ins.e is not None:
                 mask = ins.e(env)
-                targets = [k for k in range(self.layout.ncta) if mask >> k & 1]
+                targets = self.layout.ctas(mask)
                 if not targets:
                     raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
-            pb, pr = self.layout.nbuf, self.layout.nbar
+            lay = self.layout
             findings = []
             new = []
             for k in targets:
-                findings += self._use(s, c, k * pr + bar % pr, ins.site, "issues a TMA load completing on")
-                new += [(k * pb + buf % pb, tag, nbytes, k * pr + bar % pr, ins.site, c, -1)] * m
+                findings += self._use(s, c, lay.bar_in(k, bar), ins.site, "issues a TMA load completing on")
+                new += [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)] * m
             self._emit(out, s, c, gi, pc + 1, env, m, findings, flight=tuple(sorted(s.flight + tuple(new))))
         elif op is CP_ASYNC:
             buf, tag, seq = ins.a(env, cta), ins.b(env), env[ins.d]
@@ -560,9 +560,7 @@ class Model:
             gid = ins.a(env, cta)
             bars = (gid,)
             if ins.e is not None:
-                mask = ins.e(env)
-                pr = self.layout.nbar
-                bars = tuple(k * pr + gid % pr for k in range(self.layout.ncta) if mask >> k & 1)
+                bars = tuple(self.layout.bar_in(k, gid) for k in self.layout.ctas(ins.e(env)))
             who = (c, ins.d(env) if ins.d is not None else ("commit", env[ins.b]))
             k = ("mma", self.mma_unit[c], env[ins.b], bars, ins.site, c, who, 1)
             self._emit(out, s, c, gi, pc + 1, env, m, [], commits=tuple(sorted(s.commits + (k,))))
@@ -594,6 +592,11 @@ class Model:
         else:
             raise EvalError(f"'{op}' is not supported by this version of the model", ins.site)
 
+    @staticmethod
+    def group_at(s: State, c: int, pc: int) -> int | None:
+        """The index of class c's group standing at pc, or None (lanes at one statement are one group)."""
+        return next((j for j, ((p, _), _) in enumerate(s.locs[c]) if p == pc), None)
+
     def _together(self, s: State, c: int, gi: int, pc: int, out: list) -> None:
         """--lockstep: the lowest class of a warp's converged set runs the statement for all of them at once."""
         members = self.partners[(c, pc)]
@@ -601,7 +604,7 @@ class Model:
             return
         places = []
         for mc, mpc in members:
-            gj = next((j for j, ((p, _), _) in enumerate(s.locs[mc]) if p == mpc), None)
+            gj = self.group_at(s, mc, mpc)
             if gj is None:
                 return  # a lane of this warp has not reached the statement yet: wait for it
             places.append((mc, mpc))
@@ -609,7 +612,7 @@ class Model:
         for mc, mpc in places:
             nxt: list[tuple[State, tuple]] = []
             for cur, found in states:
-                gj = next((j for j, ((p, _), _) in enumerate(cur.locs[mc]) if p == mpc), None)
+                gj = self.group_at(cur, mc, mpc)
                 if gj is None:
                     continue
                 (_, env), m = cur.locs[mc][gj]

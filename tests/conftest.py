@@ -12,6 +12,8 @@ import pytest
 from pipecheck.cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
+# every spec of the corpus: specs/ and examples/, without the procedure libraries
+SPEC_FILES = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
 HEAVY = re.compile(r"^#\s*heavy:")
 EXPECT = re.compile(r"^#\s*expect(?:\[(?P<args>[^\]]*)\])?:\s*(?P<what>.+?)\s*$")
 
@@ -32,16 +34,8 @@ def verify_json(path: str | Path, *args: str) -> dict:
 
 def expectations(path: Path) -> list[tuple[list[str], str]]:
     """The `# expect[ARGS]: WHAT` lines of a spec's header comment."""
-    out = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            if line.strip():
-                break
-            continue
-        m = EXPECT.match(line)
-        if m:
-            out.append((shlex.split(m.group("args") or ""), m.group("what")))
-    return out
+    return [(shlex.split(m.group("args") or ""), m.group("what"))
+            for m in map(EXPECT.match, header_lines(path)) if m]
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "t.pipe") -> Path:
@@ -71,9 +65,8 @@ def corpus(*, unreduced: bool = False) -> list:
     """Every spec of specs/ and examples/, as pytest params. With `unreduced`, specs whose header says
     `# heavy:` (searches without the reductions are too large for the default run, even at the smallest
     parameters) are marked slow: the default CI run skips them, `pytest -m slow` runs them."""
-    specs = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
     out = []
-    for p in specs:
+    for p in SPEC_FILES:
         marks = [pytest.mark.slow] if unreduced and any(HEAVY.match(l) for l in header_lines(p)) else []
         out.append(pytest.param(p, marks=marks, id=str(p.relative_to(ROOT))))
     return out

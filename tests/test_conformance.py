@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import ROOT, SPEC_FILES, cli
 from pipecheck.diagnostics import SpecError
 from pipecheck.replay.cuda import ReplayOptions, emit
 from pipecheck.replay.outcome import (ModelVerdict, Recorded, config_key, expectation, explained_differences,
                                       judge, judge_recorded, load_recorded, model_verdict, parse_outcomes, run_kinds)
 
-SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+SPECS = SPEC_FILES
 HW = ROOT / "tests" / "hw" / "h200.json"
 NVCC = shutil.which("nvcc")
 NVCC_FLAGS = ["-O2", "-gencode=arch=compute_90a,code=sm_90a"]

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import ROOT, SPEC_FILES, cli
 
 EXPLAINED = [ROOT / "specs" / "cutlass_3722.pipe", ROOT / "examples" / "ring.pipe"] + sorted(
     (ROOT / "specs").glob("*pingpong*.pipe"))
-ALL_SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+ALL_SPECS = SPEC_FILES
 
 
 def contract(path, *args) -> dict:

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from conftest import ROOT
 

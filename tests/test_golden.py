@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, expectations, header_lines, verify_json
+from conftest import ROOT, SPEC_FILES, expectations, header_lines, verify_json
 
-SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+SPECS = SPEC_FILES
 SLOW = re.compile(r"^#\s*slow:")  # a header line saying why this spec's default run takes minutes
 CASES = [pytest.param(p, args, what, id=f"{p.relative_to(ROOT)}{' ' + ' '.join(args) if args else ''}",
                       marks=[pytest.mark.slow] if any(SLOW.match(l) for l in header_lines(p)) else [])

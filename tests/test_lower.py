@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pipecheck.configs import config_classes
-from pipecheck.lower import build_classes, resolve_roles
+from pipecheck.lower import resolve_roles
 from pipecheck.verify import load_checked
 from conftest import ROOT
 

@@ -26,7 +26,6 @@ from pipecheck.explore import Limits
 from pipecheck.verify import Options, load_checked, verify_file
 from conftest import ROOT, corpus
 
-SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
 SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1}
 FULL_LIMIT = 150_000
 

@@ -13,9 +13,9 @@ from pipecheck.parse import load_spec
 from pipecheck.symbolic.classes import lane_partition, param_classes, param_predicates, points_text
 from pipecheck.symbolic.terms import ParamSpace
 from pipecheck.verify import Options, load_checked, verify_file
-from conftest import ROOT, cli, verify_json
+from conftest import ROOT, SPEC_FILES, cli, verify_json
 
-SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+SPECS = SPEC_FILES
 FULL = 0xFFFFFFFF
 
 

@@ -22,9 +22,9 @@ from pipecheck.model import Model
 from pipecheck.symbolic import bmc
 from pipecheck.symbolic.bmc_moves import Moves
 from pipecheck.verify import load_checked
-from conftest import ROOT, cli, corpus
+from conftest import ROOT, SPEC_FILES, cli, corpus
 
-SPECS = sorted(p for d in ("specs", "examples") for p in (ROOT / d).rglob("*.pipe") if "lib" not in p.parts)
+SPECS = SPEC_FILES
 
 
 def first_finding_depth(model: Model, bound: int) -> tuple[int | None, bool]:

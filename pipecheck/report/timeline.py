@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..configs import ConfigClass, config_classes, describe, elect_sites
 from ..diagnostics import Diagnostic, Span, error, render
 from ..explore import Limits, explore
-from ..ir import (ARRIVE, ARRIVE_DROP, BRANCH, CP_ASYNC_ARRIVE, END, JUMP, MMA, MMA_COMMIT, READ, RING, TMA_LOAD,
+from ..ir import (ARRIVE, ARRIVE_DROP, CP_ASYNC_ARRIVE, END, MMA, MMA_COMMIT, READ, RING, TMA_LOAD,
                   WAIT, EvalError, RRing)
 from ..lower import resolve_roles
 from ..model import Model, State
@@ -112,16 +112,7 @@ def compute_points(model: Model) -> list[frozenset[int]]:
             out.append(frozenset())
             continue
         n = len(instrs)
-        succ: list[list[int]] = []
-        for pc, ins in enumerate(instrs):
-            if ins.op == JUMP:
-                succ.append([ins.target])
-            elif ins.op == BRANCH:
-                succ.append([pc + 1, ins.target])
-            elif ins.op == END:
-                succ.append([])
-            else:
-                succ.append([pc + 1])
+        succ = cl.program.successors()
         inside = [False] * n
         changed = True
         while changed:

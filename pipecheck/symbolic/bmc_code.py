@@ -69,12 +69,11 @@ def _operands(model: Model, c: int, n: Node) -> tuple:
         targets = [cta]
         if ins.e is not None:
             mask = ins.e(env)
-            targets = [k for k in range(lay.ncta) if mask >> k & 1]
+            targets = lay.ctas(mask)
             if not targets:
                 raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
-        pb, pr = lay.nbuf, lay.nbar
-        a["uses"] = [k * pr + bar % pr for k in targets]
-        a["flights"] = [(k * pb + buf % pb, tag, nbytes, k * pr + bar % pr, ins.site, c, -1)
+        a["uses"] = [lay.bar_in(k, bar) for k in targets]
+        a["flights"] = [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)
                         for k in targets for _ in range(m)]
     elif op is CP_ASYNC:
         seq = env[ins.d]
@@ -106,8 +105,7 @@ def _operands(model: Model, c: int, n: Node) -> tuple:
         gid = ins.a(env, cta)
         bars = (gid,)
         if ins.e is not None:
-            mask = ins.e(env)
-            bars = tuple(k * lay.nbar + gid % lay.nbar for k in range(lay.ncta) if mask >> k & 1)
+            bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
         who = (c, ins.d(env) if ins.d is not None else ("commit", env[ins.b]))
         a["commit"] = ("mma", model.mma_unit[c], env[ins.b], bars, ins.site, c, who, 1)
     elif op is INIT:
