@@ -14,11 +14,12 @@ from . import semantics as S
 from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
                  CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
                  MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError)
-from .por import Op, Process
+from .por import Op, Process, Shape, shape_of
 
 if TYPE_CHECKING:
     from .model import Model, State
 
+_WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
 FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
 
 
@@ -28,6 +29,10 @@ class Futures:
         self.cache: dict = {}
         self.op_cache: dict = {}
         self.prov_cache: dict = {}
+        self.shape_cache: dict[tuple, Shape] = {}
+        self.tmpl_cache: dict[tuple, tuple[tuple[int, ...], list[Op]]] = {}
+        self.coll_cache: dict[tuple, tuple] = {}
+        self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
         lay = model.layout
         self.cta_bufs = [tuple(range(k * lay.nbuf, (k + 1) * lay.nbuf)) for k in range(lay.ncta)]
 
@@ -126,7 +131,7 @@ class Futures:
                 if len(nxt) != 1:
                     break
                 pc, env = nxt[0]
-        except (EvalError, ZeroDivisionError):
+        except (EvalError, ArithmeticError):
             exhaustive = False
         if exhaustive:
             ops.append(("end", cta))
@@ -156,12 +161,79 @@ class Futures:
         if hit is None:
             prov: set = set()
             for d in descs:
-                if d[0] in ("wait", "mwait", "cwait", "wgroup"):
+                if d[0] in _WAITS:
                     continue  # waits provide nothing
                 op = self.op(None, d)  # type: ignore[arg-type]
                 prov.update(r for r, _ in op.provides)
                 prov.update(r for sp in op.spawns for r, _ in sp.provides)
             hit = self.prov_cache[descs] = frozenset(prov)
+        return hit
+
+    def _shape(self, descs: tuple, ops: list[Op]) -> Shape:
+        """Footprints and provisions depend on the descriptions alone (a wait's state only decides
+        its `needs`), so one shape serves every state; every wait may block."""
+        hit = self.shape_cache.get(descs)
+        if hit is None:
+            hit = self.shape_cache[descs] = shape_of(ops, lambda j: descs[j][0] in _WAITS)
+        return hit
+
+    def _ops(self, s: "State", descs: tuple) -> list[Op]:
+        """The ops of a future in state s: only its waits depend on the state, the rest are built once."""
+        hit = self.tmpl_cache.get(descs)
+        if hit is None:
+            dyn = tuple(j for j, d in enumerate(descs) if d[0] in _WAITS)
+            hit = self.tmpl_cache[descs] = (dyn, [self.op(s, d) if d[0] not in _WAITS else Op(()) for d in descs])
+        dyn, ops = hit
+        if dyn:
+            ops = ops.copy()
+            # a later wait on the same barrier (or collective) needs the completions the earlier
+            # ones waited for and one more: count them, so a future stops where its phases run out
+            level: dict = {}
+            for j in dyn:
+                d = descs[j]
+                kind = d[0]
+                if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
+                    b = s.bars[d[1]]
+                    lv = level.get(d[1], 0)
+                    if b is not None and ((b.phase + lv) & 1) == d[2]:
+                        level[d[1]] = lv + 1
+                    ops[j] = self._later_wait(s, d, lv) if lv else self.op(s, d)
+                elif kind == "cwait":  # the generations before this one: their thread counts
+                    before = level.get(d[1], 0)
+                    level[d[1]] = before + d[2]
+                    ops[j] = self._later_cwait(s, d, before) if before else self.op(s, d)
+                else:
+                    ops[j] = self.op(s, d)
+        return ops
+
+    def _later_wait(self, s: "State", d: tuple, lv: int) -> Op:
+        """A wait after `lv` earlier completions of its barrier in the same future: it passes once
+        the barrier completed `lv` phases (parity differs) or needs the arrivals of one more (at
+        least one per phase where arrive.drop may lower the count)."""
+        b = s.bars[d[1]]
+        key = (d, b.phase, b.pending, b.expected, lv)
+        hit = self.op_cache.get(key)
+        if hit is None:
+            gid = d[1]
+            fp = ((("bar", gid), "r"),) + self._bar_use(gid)
+            if ((b.phase + lv) & 1) != d[2]:
+                hit = Op(fp)
+            else:
+                per_phase = 1 if self.drops else b.expected
+                want, arr = b.pending + lv * per_phase, ("arr", gid)
+                hit = Op(fp, needs=lambda av: av[arr] >= want, need_resources=(arr,))
+            self.op_cache[key] = hit
+        return hit
+
+    def _later_cwait(self, s: "State", d: tuple, before: int) -> Op:
+        """A later use of one named barrier in a future, after generations of `before` threads in all:
+        it needs those arrivals and its own generation's."""
+        now = next((a for k, a, _ in s.colls if k == d[1]), 0)
+        key = (d, now, before)
+        hit = self.op_cache.get(key)
+        if hit is None:
+            res, want = ("coll", d[1]), before + d[2]
+            hit = self.op_cache[key] = Op((), needs=lambda av: now + av[res] >= want, need_resources=(res,))
         return hit
 
     def op(self, s: "State", d: tuple) -> Op:
@@ -171,8 +243,10 @@ class Futures:
             key: tuple = (d, None if b is None else (b.phase, b.pending, b.tx))
         elif kind == "mwait":
             key = (d, s.mmas[d[1]][0])
-        elif kind == "cwait" or kind == "wgroup":
-            return self._op(s, d)
+        elif kind == "cwait":  # on the arrivals at the collective so far
+            key = (d, next((a for k, a, _ in s.colls if k == d[1]), 0))
+        elif kind == "wgroup":  # on the bulk groups of the thread still reading / writing
+            key = (d, self._store_need(s, d))
         else:
             key = d
         hit = self.op_cache.get(key)
@@ -243,8 +317,8 @@ class Futures:
         if kind == "commit":
             return Op(((("sgrp", d[1]), "i"),))
         if kind == "wgroup":
-            c, limit, read_only = d[1], d[2], d[3]
-            need = sum(1 for cl, seq, b, t, st, si in s.stores if cl == c and 0 <= seq < limit and (st == 0 or not read_only))
+            c, read_only = d[1], d[3]
+            need = self._store_need(s, d)
             res = ("sread" if read_only else "sdone", c)
             fp = ((("sgrp", c), "r"),)
             if need == 0:
@@ -278,6 +352,11 @@ class Futures:
             return Op(((("vis",), "w"),))
         raise AssertionError(kind)
 
+    @staticmethod
+    def _store_need(s: "State", d: tuple) -> int:
+        c, limit, read_only = d[1], d[2], d[3]
+        return sum(1 for cl, seq, b, t, st, si in s.stores if cl == c and 0 <= seq < limit and (st == 0 or not read_only))
+
     # ------------------------------------------------------------ every process of a state
     def processes(self, s: "State", enabled: set) -> tuple[list[Process], dict]:
         model = self.m
@@ -301,8 +380,9 @@ class Futures:
                     if d[0] == "join":
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
                         join_info[(d[1], d[2])] = (d[3], d[5])
-                procs.append(Process(key, key in enabled, [self.op(s, d) for d in descs], exhaustive,
-                                     self._provides(descs), bundles.get(key, ())))
+                ops = self._ops(s, descs)
+                procs.append(Process(key, key in enabled, ops, exhaustive, self._provides(descs),
+                                     bundles.get(key, ()), self._shape(descs, ops)))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
@@ -376,9 +456,11 @@ class Futures:
             for (pc, env), m in groups:
                 if self.m.code[c][pc].op is END or self.m.code[c][pc].op in LOCAL_OPS:
                     continue
-                for d in self.future(c, pc, env, m)[0]:
-                    if d[0] == "coll":
-                        yield d[1], d[3]
+                descs = self.future(c, pc, env, m)[0]
+                hit = self.coll_cache.get(descs)
+                if hit is None:
+                    hit = self.coll_cache[descs] = tuple((d[1], d[3]) for d in descs if d[0] == "coll")
+                yield from hit
 
     def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: dict, join_info: dict) -> list[Op]:
         model = self.m

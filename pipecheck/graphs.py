@@ -8,9 +8,8 @@ the lowered programs; `protocol_graph` draws it as roles -> barriers -> roles.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import networkx as nx
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .check import CheckedKernel
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX,
@@ -18,6 +17,9 @@ from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMPLE
                  RRef, RRing, compile_expr)
 from .lower import ThreadClass
 from .model import Model, State
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def _arrive_sites(model: Model, name: str) -> list[int]:
@@ -34,8 +36,45 @@ def _reached_sites(model: Model) -> set[int]:
     return {ins.site for cl in model.classes for ins in cl.program.instrs}
 
 
-def wait_for_graph(model: Model, s: State) -> nx.DiGraph:
-    g = nx.DiGraph()
+@dataclass
+class WaitFor:
+    """The wait-for graph at one state: a few dozen nodes, read once per hang report (plain dicts keep
+    networkx, a third of a second to import, off the path of every failing run)."""
+    succ: dict[Any, dict[Any, None]] = field(default_factory=dict)
+    pred: dict[Any, dict[Any, None]] = field(default_factory=dict)
+    labels: dict[Any, str] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list:
+        return list(self.succ)
+
+    def add_node(self, n: Any, label: str = "") -> None:
+        self.succ.setdefault(n, {})
+        self.pred.setdefault(n, {})
+        if label:
+            self.labels[n] = label
+
+    def add_edge(self, a: Any, b: Any) -> None:
+        self.add_node(a)
+        self.add_node(b)
+        self.succ[a][b] = None
+        self.pred[b][a] = None
+
+    def has_node(self, n: Any) -> bool:
+        return n in self.succ
+
+    def out_degree(self, n: Any) -> int:
+        return len(self.succ[n])
+
+    def predecessors(self, n: Any) -> list:
+        return list(self.pred[n])
+
+    def successors(self, n: Any) -> list:
+        return list(self.succ[n])
+
+
+def wait_for_graph(model: Model, s: State) -> WaitFor:
+    g = WaitFor()
     futures = {}
     for c, groups in enumerate(s.locs):
         for gi, ((pc, env), m) in enumerate(groups):
@@ -448,11 +487,12 @@ def stage_flags(contracts: list[BarrierContract]) -> dict[int, str]:
     return out
 
 
-def protocol_graph(contracts: list[BarrierContract]) -> nx.MultiDiGraph:
+def protocol_graph(contracts: list[BarrierContract]) -> "nx.MultiDiGraph":
     """Role instances and barrier arrays: role -> barrier for arrivals and tx, barrier -> role for the waits it releases.
 
     Nodes are ("role", unit) and ("barrier", array); each edge has `side` and the `lines` of its statements.
     """
+    import networkx as nx  # only `explain` draws the contract
     g = nx.MultiDiGraph()
     seen: set = set()
     for c in contracts:

@@ -73,19 +73,35 @@ class EvalError(Exception):
         self.site = site
 
 
+class ValueFault(ArithmeticError):
+    """A runtime arithmetic error in a spec expression; the model adds the statement's location."""
+
+
 def _div(a: int, b: int) -> int:
     if b == 0:
-        raise ZeroDivisionError
+        raise ValueFault("division by zero")
     return c_div(a, b)
 
 
 def _mod(a: int, b: int) -> int:
     if b == 0:
-        raise ZeroDivisionError
+        raise ValueFault("division by zero")
     return c_mod(a, b)
 
 
-_PY_OPS = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^",
+def _shl(a: int, b: int) -> int:
+    if not 0 <= b <= 64:  # the range the checker allows for constant shifts
+        raise ValueFault(f"shift by {b} is out of range 0..64")
+    return a << b
+
+
+def _shr(a: int, b: int) -> int:
+    if not 0 <= b <= 64:
+        raise ValueFault(f"shift by {b} is out of range 0..64")
+    return a >> b
+
+
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "&": "&", "|": "|", "^": "^",
            "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -117,6 +133,8 @@ def expr_source(e: RExpr) -> str:
             return f"_mod({a[0]}, {a[1]})"
         if e.op == "?:":
             return f"({a[1]} if {a[0]} else {a[2]})"
+        if e.op in ("<<", ">>"):
+            return f"{'_shl' if e.op == '<<' else '_shr'}({a[0]}, {a[1]})"
         if e.op in ("min", "max"):
             return f"{e.op}({', '.join(a)})"
         return f"({a[0]} {_PY_OPS[e.op]} {a[1]})"
@@ -128,7 +146,7 @@ def compile_expr(e: RExpr) -> Callable[[tuple], int]:
         v = int(e.value)
         return lambda env: v
     src = expr_source(e)
-    return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "min": min, "max": max})
+    return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr, "min": min, "max": max})
 
 
 def expr_text(e: RExpr) -> str:
@@ -151,6 +169,8 @@ def expr_text(e: RExpr) -> str:
             return f"{e.op}{a[0]}"
         if e.op == "?:":
             return f"({a[0]} ? {a[1]} : {a[2]})"
+        if e.op in ("<<", ">>"):
+            return f"{'_shl' if e.op == '<<' else '_shr'}({a[0]}, {a[1]})"
         if e.op in ("min", "max"):
             return f"{e.op}({', '.join(a)})"
         return f"({a[0]} {e.op} {a[1]})"

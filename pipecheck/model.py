@@ -201,8 +201,8 @@ class Model:
                         self._together(s, c, gi, pc, out)
                     else:
                         self._thread(s, c, gi, pc, env, m, ins, out)
-                except ZeroDivisionError:
-                    raise EvalError("division by zero", ins.site) from None
+                except ArithmeticError as e:  # ir.ValueFault: division by zero, a shift out of range
+                    raise EvalError(str(e) or "division by zero", ins.site) from None
         prev = None
         for i, op in enumerate(s.flight):
             if op != prev:

@@ -37,6 +37,30 @@ class Op:
         object.__setattr__(self, "all_footprint", self.footprint + tuple(e for sp in self.spawns for e in sp.footprint))
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A process's operations as the reduction walks them: runs of operations that start at one
+    that may block (`segs`: first op, end op, what the run provides) and, per object, the
+    operations that touch it (op index, footprint entry; by op index). Both depend only on the
+    footprints and provisions, so a model may build a shape once per future and reuse it."""
+    segs: tuple[tuple[int, int, tuple[tuple[Any, int], ...]], ...]
+    touches: Mapping[Any, tuple[tuple[int, tuple], ...]]
+
+
+def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> Shape:
+    """The shape of `ops`; `blocks(j)` says whether op j may wait (default: it has `needs`)."""
+    starts = [j for j in range(len(ops)) if j == 0 or (blocks(j) if blocks is not None else ops[j].needs is not None)]
+    segs = []
+    for n, a in enumerate(starts):
+        b = starts[n + 1] if n + 1 < len(starts) else len(ops)
+        segs.append((a, b, tuple(x for op in ops[a:b] for x in op.all_provides)))
+    touches: dict[Any, list[tuple[int, tuple]]] = {}
+    for j, op in enumerate(ops):
+        for e in op.all_footprint:
+            touches.setdefault(e[0], []).append((j, e))
+    return Shape(tuple(segs), {k: tuple(v) for k, v in touches.items()})
+
+
 @dataclass
 class Process:
     key: Any
@@ -48,6 +72,7 @@ class Process:
     # processes whose heads run as one transition with this one (lanes of a warp in lockstep): a
     # persistent set holds all of them or none; their head footprints together are the move's
     bundle: tuple = ()
+    shape: Shape | None = None  # built from `ops` when the model gives none
 
 
 class ReducibleSystem(Protocol):
@@ -90,6 +115,13 @@ class _Index:
         self.keys = [p.key for p in procs]
         self.where = {p.key: i for i, p in enumerate(procs)}
         self.enabled = [p.enabled for p in procs]
+        self.shapes = [p.shape if p.shape is not None else shape_of(p.ops) for p in procs]
+        # processes with the very same operations (the same Op objects: lanes of different warps at
+        # one point) run in step in every reach, so the reach walks each kind once
+        kinds: dict[tuple, list[int]] = {}
+        for i, p in enumerate(procs):
+            kinds.setdefault((p.enabled, p.exhaustive, id(self.shapes[i]), tuple(map(id, p.ops))), []).append(i)
+        self.kinds = list(kinds.values())
         self._provides: list[frozenset] | None = None
         self.reach_memo: dict[frozenset, tuple[_Avail, dict[int, int], list[int]]] = {}
         self.close_memo: dict[frozenset, frozenset | None] = {}
@@ -107,56 +139,83 @@ class _Index:
         return self._provides
 
 
-def _reach(ix: _Index, frozen: frozenset) -> tuple[_Avail, dict[int, int], list[int]]:
+Reach = tuple[_Avail, list[tuple[int, list[int]]], list[int]]
+
+
+def _reach(ix: _Index, frozen: frozenset) -> Reach:
     """What processes outside `frozen` can do before any of `frozen` moves (an over-approximation):
-    the resources they may provide, how many of each one's operations may run (`pos`; an op's
-    spawned async operations run with it), and which of them have a future cut off by the
-    horizon (assumed to touch anything)."""
+    the resources they may provide, how many operations of each kind of process may run (op
+    count, its members outside `frozen`; an op's spawned async operations run with it), and which
+    processes have a future cut off by the horizon (assumed to touch anything)."""
     hit = ix.reach_memo.get(frozen)
     if hit is not None:
         return hit
     procs = ix.procs
+    shapes = ix.shapes
+    keys = ix.keys
     avail = _Avail()
-    pos = {i: 0 for i, key in enumerate(ix.keys) if key not in frozen}
-    todo = list(pos)
-    enabled = ix.enabled
+    live = {}
+    for g, members in enumerate(ix.kinds):
+        left_in = [i for i in members if keys[i] not in frozen]
+        if left_in:
+            live[g] = left_in
+    at = {g: 0 for g in live}  # runs passed, per kind
+    todo = list(at)
     changed = True
     while changed:
         changed = False
         left = []
-        for i in todo:
+        for g in todo:
+            i = live[g][0]
+            n_members = len(live[g])
             ops = procs[i].ops
-            k = pos[i]
-            n = len(ops)
-            while k < n:
-                op = ops[k]
-                needs = op.needs
-                if needs is not None and not (k == 0 and enabled[i]) and not needs(avail):
+            segs = shapes[i].segs
+            en = ix.enabled[i]
+            r = at[g]
+            n = len(segs)
+            while r < n:
+                first, _, prov = segs[r]
+                needs = ops[first].needs
+                if needs is not None and not (first == 0 and en) and not needs(avail):
                     break
-                k += 1
+                r += 1
                 changed = True
-                for res, amount in op.all_provides:
-                    avail[res] = avail.get(res, 0) + amount
-            pos[i] = k
-            if k < n:
-                left.append(i)
+                for res, amount in prov:
+                    avail[res] = avail.get(res, 0) + amount * n_members
+            at[g] = r
+            if r < n:
+                left.append(g)
         todo = left
-    unbounded = [i for i, k in pos.items() if k >= len(procs[i].ops) and not procs[i].exhaustive]
+    pos = []
+    unbounded = []
+    for g, r in at.items():
+        members = live[g]
+        i = members[0]
+        k = shapes[i].segs[r - 1][1] if r else 0
+        pos.append((k, members))
+        if k >= len(procs[i].ops) and not procs[i].exhaustive:
+            unbounded.extend(members)
     out = (avail, pos, unbounded)
     ix.reach_memo[frozen] = out
     return out
 
 
-def persistent(procs: list[Process], budgets: Mapping[Any, int]) -> set | None:
-    """Keys of a persistent set of processes with at least one enabled head, or None for all."""
+def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | None = None) -> set | None:
+    """Keys of a persistent set of processes with at least one enabled head, or None for all.
+
+    `wins` counts, per process key, how often it alone was a persistent set before: those seeds are
+    tried first (any order gives a persistent set; a good one saves the failing tries)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
     ix = _Index(procs)
     best: set | None = None
     best_n = len(enabled)
-    # async completions first: they are most often independent of everything else
-    order = sorted(enabled, key=lambda p: 0 if p.key[0] != "g" else 1)
+    # threads first (a thread's next step is most often invisible to the rest), then async completions
+    if wins:
+        order = sorted(enabled, key=lambda p: (-wins.get(p.key, 0), 0 if p.key[0] == "g" else 1))
+    else:
+        order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
     for seed in order:
         t = _close(ix, frozenset((seed.key,)), budgets, best_n)
         if t is None:
@@ -165,6 +224,8 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int]) -> set | None:
         if n < best_n:
             best, best_n = set(t), n
             if n == 1:
+                if wins is not None:
+                    wins[seed.key] = wins.get(seed.key, 0) + 1
                 break
     return best
 
@@ -218,18 +279,23 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
     head_fps = [h.ops[0].footprint for h in heads if h.enabled]
     # conflicts and loudness matter only for the objects the enabled heads touch
     objs = {e[0] for fp in head_fps for e in fp}
-    by_obj: dict[Any, list[tuple[int, tuple]]] = {}
-    for i, k in pos.items():
-        ops = procs[i].ops
-        for j in range(k):
-            for e in ops[j].all_footprint:
-                if e[0] in objs:
-                    by_obj.setdefault(e[0], []).append((i, e))
+    by_obj: dict[Any, list[tuple[list[int], tuple]]] = {}  # object -> (the processes of a kind, entry)
+    shapes = ix.shapes
+    for obj in objs:
+        found = []
+        for k, members in pos:
+            for j, e in shapes[members[0]].touches.get(obj, ()):
+                if j >= k:
+                    break
+                found.append((members, e))
+        if found:
+            by_obj[obj] = found
     loud: dict = {}
     totals: dict = {}
-    for e in [e for fp in head_fps for e in fp] + [e for lst in by_obj.values() for _, e in lst]:
+    counted = [(e, 1) for fp in head_fps for e in fp] + [(e, len(mem)) for lst in by_obj.values() for mem, e in lst]
+    for e, times in counted:
         if e[1] == "c":
-            totals[e[0]] = totals.get(e[0], 0) + e[2]
+            totals[e[0]] = totals.get(e[0], 0) + e[2] * times
         elif e[1] == "t":
             totals.setdefault(e[0], 0)
     for obj, total in totals.items():
@@ -241,11 +307,11 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
     add: set = set()
     for fp in head_fps:
         for e in fp:
-            for i, e2 in by_obj.get(e[0], ()):
-                if ix.keys[i] in add:
+            for members, e2 in by_obj.get(e[0], ()):
+                if ix.keys[members[-1]] in add:
                     continue
                 if _conflict((e,), (e2,), loud):
-                    add.add(ix.keys[i])
+                    add.update(ix.keys[i] for i in members)
     for h in heads:
         if h.enabled:
             continue
@@ -270,6 +336,7 @@ class Reduced:
     def __init__(self, system: Any):
         self.system = system
         self.reduced_states = 0
+        self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
 
     def initial(self) -> Any:
         return self.system.initial()
@@ -282,7 +349,7 @@ class Reduced:
         if len(keys) <= 1:
             return succ
         procs, budgets = self.system.processes(state, keys)
-        t = persistent(procs, budgets)
+        t = persistent(procs, budgets, self.wins)
         if t is None:
             return succ
         self.reduced_states += 1

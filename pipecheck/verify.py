@@ -20,7 +20,7 @@ from .lower import Config, lowest_lane, resolve_roles, split_classes
 from .model import Model
 from .parse import load_spec
 from .por import Reduced
-from .symbolic import bmc, static, sweep
+from .symbolic import static, sweep
 from .symmetry import Symmetric
 from .symbolic.terms import Point
 
@@ -180,6 +180,7 @@ def verify_file(path: str, options: Options = Options(),
                         sym = Symmetric(model)
                         base = sym if sym.active else model
                     if options.engine == "bmc":
+                        from .symbolic import bmc  # z3's bounded search: only for --engine bmc
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
                         system = Reduced(base) if options.reduce else base
