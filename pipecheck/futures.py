@@ -195,29 +195,37 @@ class Futures:
                 if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
                     b = s.bars[d[1]]
                     lv = level.get(d[1], 0)
-                    if b is not None and ((b.phase + lv) & 1) == d[2]:
+                    if b is not None and not S.wait_passes(b, d[2], lv):
                         level[d[1]] = lv + 1
-                    ops[j] = self._later_wait(s, d, lv) if lv else self.op(s, d)
+                    ops[j] = self._wait(s, d, lv)
                 elif kind == "cwait":  # the generations before this one: their thread counts
                     before = level.get(d[1], 0)
                     level[d[1]] = before + d[2]
-                    ops[j] = self._later_cwait(s, d, before) if before else self.op(s, d)
+                    ops[j] = self._cwait(s, d, before)
                 else:
                     ops[j] = self.op(s, d)
         return ops
 
-    def _later_wait(self, s: "State", d: tuple, lv: int) -> Op:
-        """A wait after `lv` earlier completions of its barrier in the same future: it passes once
-        the barrier completed `lv` phases (parity differs) or needs the arrivals of one more (at
-        least one per phase where arrive.drop may lower the count)."""
-        b = s.bars[d[1]]
-        key = (d, b.phase, b.pending, b.expected, lv)
+    def _wait(self, s: "State", d: tuple, lv: int) -> Op:
+        """A wait after `lv` earlier completions of its barrier in the same future (0: the first): it
+        passes once the barrier completed `lv` phases (parity differs) or needs the arrivals of one
+        more (at least one per phase where arrive.drop may lower the count); the first also needs
+        bytes while the phase owes tx."""
+        gid, parity = d[1], d[2]
+        b = s.bars[gid]
+        key = (d, None if b is None else (b.phase, b.pending, b.expected, b.tx if lv == 0 else 0), lv)
         hit = self.op_cache.get(key)
         if hit is None:
-            gid = d[1]
             fp = ((("bar", gid), "r"),) + self._bar_use(gid)
-            if ((b.phase + lv) & 1) != d[2]:
+            if b is None:
+                hit = Op(fp, needs=lambda av: False)
+            elif S.wait_passes(b, parity, lv):
                 hit = Op(fp)
+            elif lv == 0:
+                pending, tx = b.pending, b.tx
+                arr, txk = ("arr", gid), ("tx", gid)
+                hit = Op(fp, needs=lambda av: av[arr] >= pending and (tx == 0 or av[txk] > 0),
+                         need_resources=(arr, txk))
             else:
                 per_phase = 1 if self.drops else b.expected
                 want, arr = b.pending + lv * per_phase, ("arr", gid)
@@ -225,9 +233,9 @@ class Futures:
             self.op_cache[key] = hit
         return hit
 
-    def _later_cwait(self, s: "State", d: tuple, before: int) -> Op:
-        """A later use of one named barrier in a future, after generations of `before` threads in all:
-        it needs those arrivals and its own generation's."""
+    def _cwait(self, s: "State", d: tuple, before: int) -> Op:
+        """A use of one named barrier in a future, after earlier generations of `before` threads in all
+        (0: the first): it needs those arrivals and its own generation's, less those already in."""
         now = next((a for k, a, _ in s.colls if k == d[1]), 0)
         key = (d, now, before)
         hit = self.op_cache.get(key)
@@ -239,12 +247,11 @@ class Futures:
     def op(self, s: "State", d: tuple) -> Op:
         kind = d[0]
         if kind == "wait":  # depends on the barrier's counts only
-            b = s.bars[d[1]]
-            key: tuple = (d, None if b is None else (b.phase, b.pending, b.tx))
-        elif kind == "mwait":
-            key = (d, s.mmas[d[1]][0])
-        elif kind == "cwait":  # on the arrivals at the collective so far
-            key = (d, next((a for k, a, _ in s.colls if k == d[1]), 0))
+            return self._wait(s, d, 0)
+        if kind == "cwait":  # on the arrivals at the collective so far
+            return self._cwait(s, d, 0)
+        if kind == "mwait":
+            key: tuple = (d, s.mmas[d[1]][0])
         elif kind == "wgroup":  # on the bulk groups of the thread still reading / writing
             key = (d, self._store_need(s, d))
         else:
@@ -260,17 +267,6 @@ class Futures:
         kind = d[0]
         if kind == "end":
             return Op((), ((("done", d[1]), 1),))
-        if kind == "wait":
-            gid, parity = d[1], d[2]
-            b = s.bars[gid]
-            fp = ((("bar", gid), "r"),) + self._bar_use(gid)
-            if b is None:
-                return Op(fp, needs=lambda av: False)
-            if S.wait_passes(b, parity):
-                return Op(fp)
-            pending, tx = b.pending, b.tx
-            arr, txk = ("arr", gid), ("tx", gid)
-            return Op(fp, needs=lambda av: av[arr] >= pending and (tx == 0 or av[txk] > 0), need_resources=(arr, txk))
         if kind == "arrive":
             gid = d[1]
             prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
@@ -341,11 +337,6 @@ class Futures:
             # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
             fp = ((("coll", d[1]), "c", d[2]),) + (((("vis",), "w"),) if self.m.uses_init else ())
             return Op(fp, ((("coll", d[1]), d[2]),))
-        if kind == "cwait":
-            key, n = d[1], d[2]
-            now = next((a for k, a, _ in s.colls if k == key), 0)
-            res = ("coll", key)
-            return Op((), needs=lambda av: now + av[res] >= n, need_resources=(res,))
         if kind == "init":
             return Op(((("bar", d[1]), "w"), (("vis",), "w")))
         if kind == "finit":

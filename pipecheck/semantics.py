@@ -108,9 +108,10 @@ def arrive_drop(b: Barrier | None, count: int, who, events: list[str], first: bo
     return arrive(b._replace(expected=expected), count, who, events, first=first)
 
 
-def wait_passes(b: Barrier, parity: int) -> bool:
-    """`wait parity p` (try_wait.parity) passes iff p != phase mod 2 (PTX 9.7.13.15.16; H200 mbar 8)."""
-    return (b.phase & 1) != (parity & 1)
+def wait_passes(b: Barrier, parity: int, later: int = 0) -> bool:
+    """`wait parity p` (try_wait.parity) passes iff p != phase mod 2 (PTX 9.7.13.15.16; H200 mbar 8);
+    `later` asks it of the barrier after that many more completions."""
+    return ((b.phase + later) & 1) != (parity & 1)
 
 
 def alias(b: Barrier, intended: int) -> int:
