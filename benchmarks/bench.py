@@ -115,6 +115,16 @@ def reductions_table(row: str, timeout_s: float) -> None:
               f"{fmt(pc['peak_mb'], ',.0f')} | {fmt(per, ',.0f')} |", flush=True)
 
 
+def compile_package() -> None:
+    """Byte-compile pipecheck as `pip install` does, so no row pays for compiling its sources
+    (an editable install under PYTHONDONTWRITEBYTECODE would recompile them in every process)."""
+    import importlib.util
+    spec = importlib.util.find_spec("pipecheck")
+    if spec is not None and spec.origin is not None:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(spec.origin).parent)],
+                       check=False, capture_output=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the small rows")
@@ -124,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
     ap.add_argument("--reduction-timeout", type=float, default=300.0, help="seconds per reductions-table run")
     args = ap.parse_args(argv)
+    compile_package()
     if args.only_reductions:
         print(f"machine: {machine()}; python {platform.python_version()}")
         reductions_table(args.reduction_row, args.reduction_timeout)

@@ -8,7 +8,7 @@ it needs to run. `por` turns these into persistent sets.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import semantics as S
 from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
@@ -378,7 +378,8 @@ class Futures:
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
                 prov = (("tx", bar), 1) if bar >= 0 else (("cp", src), 1)
-                procs.append(Process(key, True, [self._landing(buf, bar, buf // lay.nbuf, prov)], True))
+                procs.append(Process(key, True, *self._single(("l", buf, bar, prov),
+                                                              lambda: self._landing(buf, bar, buf // lay.nbuf, prov))))
         for u, (done, forming, inflight) in enumerate(s.mmas):
             ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
             if ops:
@@ -415,13 +416,22 @@ class Futures:
             res = ("done", cta)
             fp = tuple((obj, "r") for obj in (("flight", cta), ("mmaexit", cta), ("stores", cta), ("commits", cta))) \
                 + ((("exited", cta), "w"),)
-            procs.append(Process(key, key in enabled, [Op(fp, needs=lambda av, res=res, left=left: av[res] >= left,
-                                                          need_resources=(res,))], True))
+            procs.append(Process(key, key in enabled, *self._single(
+                ("x", cta, left), lambda: Op(fp, needs=lambda av, res=res, left=left: av[res] >= left,
+                                             need_resources=(res,)))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         arrived = {k: a for k, a, _ in s.colls}
         for key, n in self._coll_sizes(s):
             budgets[("coll", key)] = n - arrived.get(key, 0)
         return procs, budgets
+
+    def _single(self, key: tuple, build: Callable[[], Op]) -> tuple:
+        """The ops, exhaustive flag, provisions, bundle and shape of a process of one op, built once per key."""
+        hit = self.op_cache.get(key)
+        if hit is None:
+            op = build()
+            hit = self.op_cache[key] = ([op], True, frozenset(r for r, _ in op.all_provides), (), shape_of([op]))
+        return hit
 
     def _bundles(self, s: "State", enabled: set) -> dict[tuple, tuple]:
         """--lockstep: for each group at a statement its warp runs together, the keys of every group in that move."""

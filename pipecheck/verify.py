@@ -6,7 +6,7 @@ returns is data, which the reports render.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from .check import CheckedKernel, check_kernel
@@ -124,11 +124,17 @@ def load_checked(path: str, overrides: Mapping[str, int], sources: dict[str, str
 
 
 def verify_file(path: str, options: Options = Options(),
-                progress: Callable[[int, int, float], None] | None = None) -> Result:
-    """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong."""
+                progress: Callable[[int, int, float], None] | None = None,
+                reuse: tuple[sweep.Plan, dict[str, str]] | None = None) -> Result:
+    """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong.
+
+    `reuse`: the plan and sources of an earlier run with the same parameters (no re-parsing)."""
     start = time.perf_counter()
-    sources: dict[str, str] = {}
-    plan = sweep.plan(path, options.overrides, options.all_params, options.ranges, sources)
+    if reuse is not None:
+        plan, sources = replace(reuse[0], seconds=dict(reuse[0].seconds)), reuse[1]
+    else:
+        sources = {}
+        plan = sweep.plan(path, options.overrides, options.all_params, options.ranges, sources)
     kernel = plan.kernel
     codes, sites = resolve_roles(kernel, sources, options.lockstep)
     esites = elect_sites(codes, sites)
@@ -198,7 +204,7 @@ def verify_file(path: str, options: Options = Options(),
     plan.seconds.update({"classes": t_classes, "byte-accounting": t_static})
     issues = _collect(runs, universe, partitions, esites, plan)
     if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
-        _mark_scheduling(path, issues, options)
+        _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
     found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
     findings = sweep.sort_static(found)
     if issues or findings:
@@ -211,16 +217,16 @@ def verify_file(path: str, options: Options = Options(),
                   time.perf_counter() - start, stopped, findings, plan)
 
 
-def _mark_scheduling(path: str, issues: list[Issue], options: Options) -> None:
+def _mark_scheduling(path: str, issues: list[Issue], options: Options,
+                     reuse: tuple[sweep.Plan, dict[str, str]] | None) -> None:
     """Run again with every warp reconverging after each branch (--lockstep): when that run verifies,
     every finding needed lanes of a warp to run apart. Otherwise nothing is claimed."""
-    from dataclasses import replace
     floor, factor, cap = SCHEDULING_BUDGET
     explored = sum({id(i.run): i.run.exploration.states for i in issues}.values())
     limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)))
     failing = tuple(i.run.config for i in issues)  # only the configurations that showed something
     again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
-                                      all_params=False))
+                                      all_params=False), reuse=reuse)
     if again.verdict == "verified":
         for i in issues:
             i.needs_independent_scheduling = True
