@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Callable
 from . import semantics as S
 from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
                  CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
-                 MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError)
+                 MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError, RConst)
 from .por import Op, Process, Shape, shape_of
 
 if TYPE_CHECKING:
     from .model import Model, State
 
+_CLOBBER = ("clobbered",)  # what a write leaves in the buffers over the same storage
 _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
 FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
 
@@ -34,12 +35,33 @@ class Futures:
         self.coll_cache: dict[tuple, tuple] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
         lay = model.layout
-        self.cta_bufs = [tuple(range(k * lay.nbuf, (k + 1) * lay.nbuf)) for k in range(lay.ncta)]
+        self.written = [self._written(c) for c in range(len(model.classes))]
 
     def process_of(self, action: tuple) -> tuple:
         if action[0] == "t":
             return ("g", action[1], action[2])
         return action[:2]
+
+    def _written(self, c: int) -> tuple[int, ...]:
+        """The buffers class c may write with ordinary stores (an index it computes: the whole array)."""
+        lay = self.m.layout
+        cta = self.m.classes[c].cta
+        out: set[int] = set()
+        for ins in self.m.classes[c].program.instrs:
+            if ins.op is not WRITE:
+                continue
+            base, dims = lay.buf_base[ins.args[0].name]
+            size = 1
+            for n in dims:
+                size *= n
+            flats = range(size)
+            if all(isinstance(i, RConst) for i in ins.args[0].indices):
+                flat = 0
+                for i, n in zip(ins.args[0].indices, dims):
+                    flat = flat * n + i.value
+                flats = range(flat, flat + 1) if 0 <= flat < size else range(size)
+            out.update(cta * lay.nbuf + base + f for f in flats)
+        return tuple(sorted(out))
 
     # ------------------------------------------------------------ a group's own future
     def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
@@ -91,7 +113,7 @@ class Futures:
                 elif op is WRITE:
                     ops.append(("write", ins.a(env, cta), ins.b(env)))
                 elif op is FENCE_PROXY:
-                    ops.append(("fence", cta))
+                    ops.append(("fence", c))
                 elif op is TMA_STORE:
                     ops.append(("store", ins.a(env, cta), c))
                 elif op is COMMIT_GROUP:
@@ -295,14 +317,14 @@ class Futures:
             return Op(((("buf", buf), "r"), (("inflight", buf), "r"), (("mmaout", buf), "r")))
         if kind == "write":
             buf = d[1]
-            # writers of the same tile commute (the tag ends the same); aliases are clobbered
-            fp = ((("buf", buf), "k", d[2]),) + tuple((("buf", b), "w") for b in lay.overlaps[buf])
+            # writers of the same tile commute (the tag ends the same), and so do their clobbers of aliases
+            fp = ((("buf", buf), "k", d[2]),) + tuple((("buf", b), "k", _CLOBBER) for b in lay.overlaps[buf])
             fp += tuple(x for b in (buf,) + lay.overlaps[buf]
                         for x in ((("srd", b), "r"), (("rd", b), "r"), (("inflight", b), "r")))
             fp += ((("dirty", buf), "i"),) + tuple((("bar", g), "r") for g in lay.bar_overlaps[buf])
             return Op(fp)
-        if kind == "fence":
-            return Op(tuple((("dirty", b), "i") for b in self.cta_bufs[d[1]]))
+        if kind == "fence":  # it makes only its own class's writes visible: the buffers it may write
+            return Op(tuple((("dirty", b), "i") for b in self.written[d[1]]))
         if kind == "store":
             buf, c = d[1], d[2]
             k = buf // lay.nbuf

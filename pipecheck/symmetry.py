@@ -1,10 +1,12 @@
-"""Symmetry of identical role instances: states that differ only in which instance is which are one state.
+"""Symmetry of identical role instances and warps: states that differ only in which is which are one state.
 
 Instances of a role whose thread classes have the same code and sizes (`consumer[4]`
-whose code never reads `instance`) are interchangeable. Each state is replaced by a
-canonical one, its instances sorted by everything that belongs to them, with every class,
-MMA unit and collective renamed accordingly. A wrapper around any model with that state
-layout; switch it off with --no-symmetry.
+whose code never reads `instance`) are interchangeable, and so are the warps of one role
+instance whose classes have the same code and lanes (the four warps of a math warpgroup
+whose lanes 0 and 1 each signal). Each state is replaced by a canonical one: first the
+warps of every instance, then the instances, sorted by everything that belongs to them,
+with every class, MMA unit and collective renamed accordingly. A wrapper around any model
+with that state layout; switch it off with --no-symmetry.
 """
 from __future__ import annotations
 
@@ -14,10 +16,47 @@ from typing import Any
 from .model import Model, State
 
 
+_WARP_KEYS = ("e", "w", "r")  # collectives of one warp: (kind, cta, role, instance, warp, ...)
+
+
 class Symmetric:
     def __init__(self, model: Model):
         self.model = model
         self.groups = self._groups(model)
+        self.warp_groups = self._warp_groups(model)
+
+    @staticmethod
+    def _warp_groups(model: Model) -> list[list[tuple[tuple, tuple[int, ...]]]]:
+        """Per role instance: lists of interchangeable warps as ((cta, role, instance, warp), classes).
+
+        Warps are interchangeable when their classes pair up with the same code, lanes and MMA unit,
+        and every class that spans several warps holds the same lanes of each."""
+        by_inst: dict[tuple, list] = {}
+        for cl in model.classes:
+            by_inst.setdefault((cl.cta, cl.role, cl.instance), []).append(cl)
+        groups = []
+        for (cta, role, inst), cls in sorted(by_inst.items()):
+            own: dict[int, list] = {}
+            spanning = []
+            for cl in cls:
+                warps = {t // 32 for t in cl.members}
+                if len(warps) == 1:
+                    own.setdefault(next(iter(warps)), []).append(cl)
+                else:
+                    spanning.append(cl)
+            by_shape: dict[tuple, list] = {}
+            for w, wcls in sorted(own.items()):
+                wcls.sort(key=lambda c: c.members)
+                shape = tuple((tuple(t % 32 for t in c.members), c.program, model.mma_unit[c.id]) for c in wcls)
+                by_shape.setdefault(shape, []).append((w, tuple(c.id for c in wcls)))
+            for members in by_shape.values():
+                if len(members) < 2:
+                    continue
+                warps = [w for w, _ in members]
+                if any(len({tuple(t % 32 for t in c.members if t // 32 == w) for w in warps}) > 1 for c in spanning):
+                    continue
+                groups.append([((cta, role, inst, w), ids) for w, ids in members])
+        return groups
 
     @staticmethod
     def _groups(model: Model) -> list[list[tuple[int, tuple[int, ...], tuple[int, ...]]]]:
@@ -41,7 +80,7 @@ class Symmetric:
 
     @property
     def active(self) -> bool:
-        return bool(self.groups)
+        return bool(self.groups or self.warp_groups)
 
     # ------------------------------------------------------------ the transition-system interface
     def initial(self) -> State:
@@ -64,7 +103,7 @@ class Symmetric:
         return self.model.processes(s, enabled)
 
     # ------------------------------------------------------------ canonical states
-    def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...]) -> bytes:
+    def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...], warp: tuple = ()) -> bytes:
         local = {c: k for k, c in enumerate(classes)}
         lu = {u: k for k, u in enumerate(units)}
 
@@ -80,11 +119,17 @@ class Symmetric:
                          for k in s.commits if k[5] in local)
         arrivers = tuple(sorted((g, r) for g, b in enumerate(s.bars) if b is not None
                                 for c, r in b.arrivers if c in local))
+        colls = tuple((k[0],) + k[5:] + (a, n) for k, a, n in s.colls if k[0] in _WARP_KEYS and k[1:5] == warp) \
+            if warp else ()
         sig = (tuple(s.locs[c] for c in classes), mmas, tuple(stores), tuple(dirty), tuple(flight), tuple(commits),
-               arrivers)
+               arrivers, colls)
         return pickle.dumps(sig, 5)
 
     def canon(self, s: State) -> State:
+        if self.warp_groups:
+            s = self._canon_warps(s)
+        if not self.groups:
+            return s
         cmap: dict[int, int] = {}
         umap: dict[int, int] = {}
         imap: dict[tuple, int] = {}
@@ -106,7 +151,28 @@ class Symmetric:
             return s
         return self._rename(s, cmap, umap, imap)
 
-    def _rename(self, s: State, cmap: dict[int, int], umap: dict[int, int], imap: dict[tuple, int]) -> State:
+    def _canon_warps(self, s: State) -> State:
+        cmap: dict[int, int] = {}
+        wmap: dict[tuple, int] = {}
+        for members in self.warp_groups:
+            # where the warps stand tells them apart most of the time; the whole signature breaks ties
+            keys: list = [pickle.dumps(tuple(s.locs[c] for c in cls), 5) for _, cls in members]
+            if len(set(keys)) < len(keys):
+                keys = [(k, self._signature(s, cls, (), where)) for k, (where, cls) in zip(keys, members)]
+            order = sorted(range(len(members)), key=keys.__getitem__)
+            if order == list(range(len(members))):
+                continue
+            for new, old in enumerate(order):
+                (where_new, cls_new), (where_old, cls_old) = members[new], members[old]
+                for a, b in zip(cls_old, cls_new):
+                    cmap[a] = b
+                wmap[where_old] = where_new[3]
+        if not cmap:
+            return s
+        return self._rename(s, cmap, {}, {}, wmap)
+
+    def _rename(self, s: State, cmap: dict[int, int], umap: dict[int, int], imap: dict[tuple, int],
+                wmap: dict[tuple, int] | None = None) -> State:
         c_ = lambda c: cmap.get(c, c)  # noqa: E731
         u_ = lambda u: umap.get(u, u)  # noqa: E731
         locs = list(s.locs)
@@ -129,13 +195,17 @@ class Symmetric:
         vis = tuple(sorted((g, c_(c), st) for g, c, st in s.vis))
         commits = tuple(sorted((k[0], u_(k[1]) if k[0] == "mma" else c_(k[1]), k[2], k[3], k[4], c_(k[5]),
                                 (c_(k[6][0]),) + tuple(k[6][1:]), k[7]) for k in s.commits))
-        colls = tuple(sorted((self._rename_key(k, imap), a, n) for k, a, n in s.colls))
+        colls = tuple(sorted((self._rename_key(k, imap, wmap), a, n) for k, a, n in s.colls))
         return State(tuple(locs), bars, s.bufs, flight, colls, tuple(mmas), stores, dirty, vis, commits, s.exited,
                      s.halted)
 
     @staticmethod
-    def _rename_key(key: tuple, imap: dict[tuple, int]) -> tuple:
-        if key[0] in ("e", "w", "r"):  # warp-level collectives name their role instance
+    def _rename_key(key: tuple, imap: dict[tuple, int], wmap: dict[tuple, int] | None = None) -> tuple:
+        if key[0] in _WARP_KEYS:  # warp-level collectives name their role instance and warp
+            if wmap:
+                warp = wmap.get(key[1:5])
+                if warp is not None:
+                    return key[:4] + (warp,) + key[5:]
             inst = imap.get((key[1], key[2], key[3]))
             if inst is not None:
                 return key[:3] + (inst,) + key[4:]

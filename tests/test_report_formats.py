@@ -71,7 +71,8 @@ def test_json_validates_against_its_schema():
         assert not errors, (spec, errors[:5])
     data = json.loads(cli("verify", SPEC, "--format", "json")[1])
     f = data["findings"][0]
-    assert data["semantics"] == {"elect": "any", "reduction": True, "lockstep": False, "all_findings": False}
+    assert data["semantics"] == {"elect": "any", "reduction": True, "lockstep": False, "symmetry": True,
+                                 "counter": "classes", "compact": True, "engine": "explicit", "all_findings": False}
     assert f["blocked"] and {b["role"] for b in f["blocked"]} == {"producer", "consumer[0]", "consumer[1]"}
     landing = next(t for t in f["trace"] if t["kind"] == "land" and t["barriers"][0]["tx"] == -32768)
     assert landing["barriers"] == [
