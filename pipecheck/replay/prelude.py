@@ -163,11 +163,16 @@ __device__ void pc_mma_wait(const unsigned* wg, long long need, long long cycles
   }
   __threadfence_block();
 }
-// `write A[i] tile t`: every thread that runs it stores the tag over the whole buffer.
+// `write A[i] tile t`: the lanes of a warp that run it together share the buffer, 16 bytes
+// each in turn, as a kernel's threads write their slices of a tile; each such group covers the
+// whole buffer, so the tag is complete whichever threads run it. (Every thread writing the whole
+// buffer took 128x the time and hid store-reuse races behind it.)
 __device__ void pc_write(unsigned buf, int bid, unsigned words, long long tile) {
-  unsigned v = pc_tag(bid, tile);
-  for (unsigned w = 0; w + 4 <= words; w += 4)
+  const unsigned v = pc_tag(bid, tile), mask = __activemask(), lane = threadIdx.x & 31u;
+  const unsigned rank = __popc(mask & ((1u << lane) - 1u)), n = __popc(mask);
+  for (unsigned w = 4u * rank; w + 4 <= words; w += 4u * n)
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(buf + 4u * w), "r"(v) : "memory");
+  __syncwarp(mask);  // the group's words are visible to each of its lanes, as one thread's own were
 }
 __device__ __forceinline__ void pc_tma_load(unsigned dst, int bid, const int4* gsrc, long long tile, unsigned bytes, unsigned bar, long long mcast) {
   const char* src = (const char*)gsrc + pc_region(bid, tile);
