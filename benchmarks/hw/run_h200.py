@@ -135,6 +135,8 @@ def prepare(out_dir: Path, max_choices: int, only: str) -> list[dict]:
                     job["config"] = {"params": dict(pins), "elect_lane": lane, "choices": {n: list(v) for n, v in choices}}
                     job["refused"] = "; ".join(d.message for d in exc.diagnostics)
                 jobs.append(job)
+    for probe in sorted((ROOT / "benchmarks/hw").glob("probe_*.cu")):  # hardware probes the docs cite
+        shutil.copyfile(probe, out_dir / probe.name)
     (out_dir / "plan.json").write_text(json.dumps({"jobs": jobs}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return jobs
 
@@ -157,6 +159,29 @@ def build(job: dict, out_dir: Path) -> None:
         return
     if p.returncode != 0:
         job["build_error"] = (p.stderr or p.stdout)[-2000:]
+
+
+def probe_jobs(out_dir: Path) -> list[dict]:
+    """The probes prepare copied next to the programs (benchmarks/hw/probe_*.cu), as build jobs."""
+    return [{"name": p.stem, "probe": True} for p in sorted(out_dir.glob("probe_*.cu"))]
+
+
+def run_probes(out_dir: Path, timeout_s: float) -> dict[str, object]:
+    """Each probe prints one JSON object; a probe that fails is recorded with its error."""
+    out: dict[str, object] = {}
+    for job in probe_jobs(out_dir):
+        binary = out_dir / job["name"]
+        if not binary.exists():
+            out[job["name"]] = {"error": "not built"}
+            continue
+        try:
+            p = subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout_s)
+            lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+            out[job["name"]] = json.loads(lines[-1]) if lines else {"error": f"exit {p.returncode}: {p.stderr[-300:]}"}
+        except (subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+            out[job["name"]] = {"error": str(exc)[:300]}
+        print(f"  probe {job['name']}: {json.dumps(out[job['name']])[:300]}", flush=True)
+    return out
 
 
 def _outcomes(text: str) -> list[dict]:
@@ -204,27 +229,43 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: float, deadline_s: float) -> int:
+def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: float, deadline_s: float,
+            first_pass: int = 3) -> int:
+    """Two passes: every configuration `first_pass` times, then the rest of `runs` each while the
+    deadline allows, so a slow configuration never keeps a later one from running at all."""
     t0 = time.time()
     jobs = json.loads((out_dir / "plan.json").read_text(encoding="utf-8"))["jobs"]
     runnable = [j for j in jobs if not j.get("refused")]
     print(f"{len(jobs)} configurations, {len(runnable)} replayable, {len(jobs) - len(runnable)} refused", flush=True)
     with cf.ThreadPoolExecutor(max_workers=max(1, jobs_n)) as pool:
-        list(pool.map(lambda j: build(j, out_dir), runnable))
+        list(pool.map(lambda j: build(j, out_dir), runnable + probe_jobs(out_dir)))
+    probes = run_probes(out_dir, timeout_s)
     print(f"built in {time.time() - t0:.0f} s; {sum(1 for j in runnable if j.get('build_error'))} build failures",
           flush=True)
+    done: dict[str, list[dict]] = {}
+    spent: dict[str, float] = {}
+    for target in (min(first_pass, runs), runs):
+        for j in runnable:
+            if j.get("build_error") or time.time() - t0 > deadline_s:
+                continue
+            have = done.setdefault(j["name"], [])
+            if len(have) >= target:
+                continue
+            t1 = time.time()
+            have += run_program(out_dir / j["name"], target - len(have), timeout_s)
+            spent[j["name"]] = spent.get(j["name"], 0.0) + time.time() - t1
+            print(f"  [{time.time() - t0:5.0f} s] {j['name']}: {', '.join(r.get('outcome', '?') for r in have)}",
+                  flush=True)
     records = []
     for j in jobs:
         rec = {k: j[k] for k in ("spec", "name", "config", "refused") if k in j}
         if j.get("build_error"):
             rec["runs"] = [{"build_error": j["build_error"]}]
-        elif not j.get("refused") and time.time() - t0 > deadline_s:
+        elif not j.get("refused") and not done.get(j["name"]):
             rec["not_run"] = f"the run's deadline of {deadline_s:.0f} s had passed"
         elif not j.get("refused"):
-            t1 = time.time()
-            rec["runs"] = run_program(out_dir / j["name"], runs, timeout_s)
-            rec["seconds"] = round(time.time() - t1, 2)
-            print(f"  {j['name']}: {', '.join(r.get('outcome', '?') for r in rec['runs'])}", flush=True)
+            rec["runs"] = [{**r, "run": i} for i, r in enumerate(done[j["name"]])]
+            rec["seconds"] = round(spent[j["name"]], 2)
         records.append(rec)
     info = machine()
     if not info["gpu"] and output == DEFAULT_OUTPUT:
@@ -232,7 +273,7 @@ def run_all(out_dir: Path, output: Path, runs: int, jobs_n: int, timeout_s: floa
               file=sys.stderr)
         return 1
     doc = {"schema": "pipecheck-hw-conformance/1", "machine": info, "runs_per_configuration": runs,
-           "seconds": round(time.time() - t0, 1), "configurations": records}
+           "seconds": round(time.time() - t0, 1), "configurations": records, "probes": probes}
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {output} in {time.time() - t0:.0f} s", flush=True)
@@ -243,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("step", nargs="?", choices=["prepare", "build", "run", "all"], default="all")
     ap.add_argument("--runs", type=int, default=5, help="launches per configuration (default 5)")
+    ap.add_argument("--first-pass", type=int, default=3,
+                    help="launches per configuration in the first pass over all of them (default 3)")
     ap.add_argument("--max-choices", type=int, default=4, help="choose combinations per spec and elected lane")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="parallel nvcc builds")
     ap.add_argument("--build-dir", default=str(ROOT / "build/hw"), help="where programs are emitted and built")
@@ -269,13 +312,15 @@ def main(argv: list[str] | None = None) -> int:
                       + (f": {j['refused']}" if j.get("refused") else ""))
     if args.step == "build":  # without a GPU: build here, carry the binaries (build/hw, ~1 MB each)
         jobs = [j for j in json.loads((out_dir / "plan.json").read_text(encoding="utf-8"))["jobs"] if not j.get("refused")]
+        jobs += probe_jobs(out_dir)
         with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             list(pool.map(lambda j: build(j, out_dir), jobs))
         failed = [j["name"] for j in jobs if j.get("build_error")]
         print(f"built {len(jobs) - len(failed)} programs in {out_dir}; failures: {', '.join(failed) or 'none'}")
         return 1 if failed else 0
     if args.step in ("run", "all"):
-        return run_all(out_dir, Path(args.output), args.runs, args.jobs, min(args.timeout, args.deadline), args.deadline)
+        return run_all(out_dir, Path(args.output), args.runs, args.jobs, min(args.timeout, args.deadline), args.deadline,
+                       args.first_pass)
     return 0
 
 

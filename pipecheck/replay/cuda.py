@@ -303,19 +303,33 @@ class _Emitter:
         elif what == "cluster_sync":
             self.out(f"PC_COLL({sid}); asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\"); PC_AT({sid});")
         elif what == "bar":
-            bid = self.const(key[1], "bar_sync's barrier id", site)
-            n = self.const(key[2], "bar_sync's thread count", site)
-            self.check_bar(bid, n, "bar_sync", site)
+            bid, n = self.bar_operands(key[1], key[2], "bar_sync", site)
             self.out(f"PC_COLL({sid}); asm volatile(\"bar.sync %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\"); PC_AT({sid});")
         else:
             raise refuse(f"'{what}'", "no PTX counterpart in the replay", self.span(site))
 
-    def check_bar(self, bid: int, n: int, what: str, site: int) -> None:
-        if not 0 <= bid <= 15:
-            raise refuse(f"{what} {bid}, {n}", "named barrier ids are 0..15", self.span(site))
-        if n <= 0 or n % 32:
-            raise refuse(f"{what} {bid}, {n}", "PTX bar counts whole warps (a positive multiple of 32)",
-                         self.span(site))
+    def bar_operands(self, bid_e: RExpr, n_e: RExpr, what: str, site: int) -> tuple[str, str]:
+        """C++ operands of bar.sync / bar.arrive. PTX takes the id and the count in registers, so
+        they may differ per role instance (FA3's `bar_sync 9 + instance, 256`); each instance's
+        values must be known here, so that every one is checked against the PTX rules."""
+        assert self.code is not None
+        role = self.k.roles[self.code.role_index]
+        pairs = set()
+        for inst in range(role.instances):
+            bid, n = _fold(bid_e, inst), _fold(n_e, inst)
+            if bid is None or n is None:
+                raise refuse(f"{what} with this barrier id or thread count", "each role instance's value must be a "
+                             "constant at fixed parameters (it may depend on `instance` only)", self.span(site))
+            pairs.add((bid, n))
+        for bid, n in sorted(pairs):
+            if not 0 <= bid <= 15:
+                raise refuse(f"{what} {bid}, {n}", "named barrier ids are 0..15", self.span(site))
+            if n <= 0 or n % 32:
+                raise refuse(f"{what} {bid}, {n}", "PTX bar counts whole warps (a positive multiple of 32)",
+                             self.span(site))
+        ids, counts = {b for b, _ in pairs}, {n for _, n in pairs}
+        return (str(next(iter(ids))) if len(ids) == 1 else f"(unsigned)({self.expr(bid_e)})",
+                str(next(iter(counts))) if len(counts) == 1 else f"(unsigned)({self.expr(n_e)})")
 
     def op(self, op: str, args: tuple, site: int) -> None:
         sid = self.sid(site)
@@ -388,9 +402,7 @@ class _Emitter:
         elif op == INVAL:
             self.out(f"asm volatile(\"mbarrier.inval.shared::cta.b64 [%0];\" :: \"r\"({self.bar_addr(args[0])}) : \"memory\");")
         elif op == BAR_ARRIVE:
-            bid = self.const(args[0], "bar_arrive's barrier id", site)
-            n = self.const(args[1], "bar_arrive's thread count", site)
-            self.check_bar(bid, n, "bar_arrive", site)
+            bid, n = self.bar_operands(args[0], args[1], "bar_arrive", site)
             self.out(f"asm volatile(\"bar.arrive %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\");")
         elif op == MMA:
             if not self.k.arch.startswith("sm_90"):
@@ -403,8 +415,11 @@ class _Emitter:
             for ref, tile in operands:
                 if tile is not None:
                     self.read(ref, tile, sid)
+            self.out("pc_mma_issued(pc_wgc); ++mma_n;")
         elif op == MMA_WAIT:
-            self.out("// wgmma.wait_group: the replay checked the operands at issue")
+            # wgmma.wait_group: the MMAs it retires were checked at issue by every thread of the
+            # warpgroup; wait until all of them have been (the MMA is one warpgroup operation)
+            self.out(f"pc_mma_wait(pc_wgc, pc_wgm * (mma_n - ({self.expr(args[0])})), wait_cycles);")
         elif op == MMA_COMMIT:
             raise refuse("mma_commit (tcgen05.commit)", "tcgen05 does not exist on the H200", self.span(site))
         elif op == CP_ASYNC:
@@ -443,16 +458,24 @@ class _Emitter:
             head.append("  long long " + ", ".join(f"v{i} = 0" for i in range(nvars)) + ";")
         if esites:
             head.append("  int " + ", ".join(f"el{i} = 0" for i in esites) + ";")
+        if _has_op(code.body, MMA) or _has_op(code.body, MMA_WAIT):
+            # this thread's warpgroup: its operand-check counter and how many threads it has
+            head += ["  unsigned* const pc_wgc = pc_wg_reads + ((slot % PC_THREADS) - (int)(b_thread % 128)) / 32;",
+                     f"  const long long pc_wgm = pc_min(128LL, {role.threads}LL - 128LL * b_warpgroup);",
+                     "  long long mma_n = 0;"]
         return head + body + ["}"]
 
 
-def _fold(e: RExpr | None) -> int | None:
-    """The value of an expression over constants only (parameters are constants here)."""
+def _fold(e: RExpr | None, instance: int | None = None) -> int | None:
+    """The value of an expression over constants only (parameters are constants here), and
+    over the builtin `instance` when its value is given."""
     if isinstance(e, RConst):
         return int(e.value)
+    if isinstance(e, RBuiltin) and e.name == "instance" and instance is not None:
+        return instance
     if not isinstance(e, ROp):
         return None
-    args = [_fold(a) for a in e.args]
+    args = [_fold(a, instance) for a in e.args]
     if any(a is None for a in args):
         return None
     vals: list[int] = [a for a in args if a is not None]
@@ -594,7 +617,9 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
               "  const int slot = (int)rank * PC_THREADS + tid;",
               "  // every buffer starts out holding no tile; barriers are initialised at kernel start",
               "  for (int i = tid; i < PC_SMEM / 4; i += blockDim.x) ((unsigned*)smem)[i] = PC_FRESH;",
-              "  if (tid < PC_NBUF) last_tag[tid] = PC_FRESH;"]
+              "  if (tid < PC_NBUF) last_tag[tid] = PC_FRESH;",
+              "  if (tid < 32) pc_wg_reads[tid] = 0;",
+              "  pc_slots[slot].start_ns = pc_now_ns();"]
     for b in k.barriers:
         if b.noinit:
             continue
@@ -620,6 +645,19 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
 def _config_json(k: CheckedKernel, opts: ReplayOptions, kchoices: dict, em: _Emitter) -> dict:
     return {"params": {p.name: p.value for p in k.params}, "elect_lane": opts.elect_lane,
             "choices": {**{n: list(v) for n, v in kchoices.items()}, **{n: [v] for n, v in sorted(em.role_choose.items())}}}
+
+
+def _has_op(body, what: str) -> bool:
+    for s in body:
+        if s[0] == "op" and s[1] == what:
+            return True
+        if s[0] == "block" and _has_op(s[1], what):
+            return True
+        if s[0] == "for" and _has_op(s[4], what):
+            return True
+        if s[0] == "if" and (_has_op(s[2], what) or _has_op(s[3], what)):
+            return True
+    return False
 
 
 def _has_coll(body, what: str) -> bool:

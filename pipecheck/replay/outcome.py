@@ -45,6 +45,45 @@ def run_kinds(outcome: Mapping) -> frozenset[str]:
     return frozenset(kinds or {"completed"})
 
 
+def run_events(outcome: Mapping) -> list[tuple[str, float | None]]:
+    """(kind, microseconds from the run's start) of each record of a run. A fault or a watchdog
+    ends the run, so it comes after every record (inf); a store checked by the host after the
+    kernel, or a record printed without a time, has None (its time is unknown)."""
+    out: list[tuple[str, float | None]] = []
+    for h in outcome.get("hangs") or ():
+        out.append(("hung", h.get("t_us")))
+    for w in outcome.get("wrong_data") or ():
+        out.append(("wrong_data", w.get("t_us")))
+    for _ in outcome.get("store_wrong_data") or ():
+        out.append(("wrong_data", None))
+    if outcome.get("watchdog"):
+        out.append(("hung", float("inf")))
+    if outcome.get("fault"):
+        out.append(("faulted", float("inf")))
+    return out
+
+
+def kinds_up_to_first_finding(outcome: Mapping, findings: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(kinds a run showed up to its first event of a kind in `findings`, kinds it showed only after).
+
+    pipecheck does not explore past a transition that raised a finding (explore.Limits.past_findings
+    is off), so what a run shows after the first event the verdict predicts is a consequence the
+    model does not follow:
+    a stale read that lets the consumers run two phases ahead (a later hang), or the kernel
+    faulting on a copy still in flight after it. A kind with an unknown time is never a
+    consequence; without a timed event of a predicted kind nothing is one."""
+    kinds = run_kinds(outcome)
+    if "invalid" in kinds:
+        return kinds, frozenset()
+    events = run_events(outcome)
+    times = [t for k, t in events if k in findings and t is not None]
+    if not times:
+        return kinds, frozenset()
+    first = min(times)
+    before = {k for k, t in events if t is None or t <= first}
+    return frozenset(before), frozenset({k for k, _ in events} - before)
+
+
 def parse_outcomes(text: str) -> list[dict]:
     """The JSON lines a replay program printed (other lines are ignored)."""
     out = []
@@ -214,7 +253,9 @@ def _may_complete(system, max_states: int) -> bool:
             if getattr(s, "halted", None) is None and not system.terminal_findings(s):
                 return True
             continue
-        for _action, t, findings in succ:
+        # clean steps last onto the stack, so they are tried first: a completing execution is
+        # usually reached without wandering through the fallout of a finding
+        for _action, t, findings in sorted(succ, key=lambda a: not a[2]):
             if any(CODE_KIND.get(getattr(f, "code", "")) == "faulted" for f in findings):
                 continue
             if t not in seen:
@@ -250,7 +291,16 @@ def judge_recorded(rec: Recorded, verdict: ModelVerdict, table: Mapping[tuple[st
     if any(r.get("build_error") for r in rec.runs) or not rec.runs:
         return Judgement("invalid", "the program did not build or run: " + str(rec.runs[0].get("build_error", "")
                                                                               if rec.runs else "no runs"))
-    return judge(verdict, [run_kinds(r) for r in rec.runs], explanation_for(table, rec.spec, rec.key))
+    may = expectation(verdict).may
+    split = [kinds_up_to_first_finding(r, frozenset(may - {"completed"})) for r in rec.runs]
+    # a kind the verdict allows is compared wherever it showed; one it does not allow only up to
+    # the run's first predicted finding
+    kept = [before | (after & may) for before, after in split]
+    j = judge(verdict, kept, explanation_for(table, rec.spec, rec.key))
+    later = [f"run {i}: {', '.join(sorted(after - may))}" for i, (_, after) in enumerate(split) if after - may]
+    if later:
+        j = Judgement(j.status, f"{j.reason}; after the first finding (not followed by the model): {'; '.join(later)}")
+    return j
 
 
 def summarize(judgements: Iterable[tuple[Recorded, Judgement]]) -> dict[str, int]:

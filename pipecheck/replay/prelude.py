@@ -27,12 +27,14 @@ enum { PC_IDLE = 0, PC_RUNNING = 1, PC_IN_COLL = 2, PC_DONE = 3, PC_GAVE_UP = 4 
 struct PcSlot {
   int state, site, hang_site, bad_site, bad_word, elect_lane, elect_site, hang_bar, hang_parity, pad;
   unsigned bad_expected, bad_found;
-  long long hang_ns, elect_ns;
+  long long hang_ns, elect_ns, bad_ns, start_ns;  // %globaltimer: when each record was made, and the thread's start
 };
 struct PcRole { const char* name; int start, padded, threads, instances; };
 struct PcBarrier { const char* name; int offset, elements; };
 
 __device__ PcSlot* pc_slots;
+// Per warpgroup (indexed by its first warp in the CTA): operand checks of its mma_async done so far.
+__shared__ unsigned pc_wg_reads[32];
 
 #define PC_AT(sid) do { pc_slots[slot].site = (sid); pc_slots[slot].state = PC_RUNNING; __threadfence_system(); } while (0)
 #define PC_COLL(sid) do { pc_slots[slot].site = (sid); pc_slots[slot].state = PC_IN_COLL; __threadfence_system(); } while (0)
@@ -137,17 +139,40 @@ __device__ void pc_read(unsigned buf, int bid, unsigned words, long long tile, l
     if (got != want) {
       if (pc_slots[slot].bad_site < 0) {
         pc_slots[slot].bad_expected = want; pc_slots[slot].bad_found = got; pc_slots[slot].bad_word = (int)w;
-        pc_slots[slot].bad_site = sid; __threadfence_system();
+        pc_slots[slot].bad_ns = pc_now_ns(); pc_slots[slot].bad_site = sid; __threadfence_system();
       }
       return;
     }
   }
 }
-// `write A[i] tile t`: every thread that runs it stores the tag over the whole buffer.
+// wgmma is warpgroup-collective: one MMA reads the operands for all 128 threads until it
+// completes, so once `mma_wait` returns in any warp nobody reads them any more (a single thread
+// may then release the stage). The replay checks operands per thread at issue, so a thread's
+// `mma_wait` waits (bounded) until every thread of its warpgroup has finished the checks of the
+// MMAs that wait retires; on time-out (a warp gave up) it goes on.
+__device__ __forceinline__ void pc_mma_issued(unsigned* wg) {
+  __threadfence_block();
+  atomicAdd(wg, 1u);
+}
+__device__ void pc_mma_wait(const unsigned* wg, long long need, long long cycles) {
+  if (need <= 0) return;
+  long long t0 = clock64();
+  for (;;) {
+    unsigned got; asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(got) : "r"((unsigned)__cvta_generic_to_shared(wg)) : "memory");
+    if ((long long)got >= need || clock64() - t0 > cycles) break;
+  }
+  __threadfence_block();
+}
+// `write A[i] tile t`: the lanes of a warp that run it together share the buffer, 16 bytes
+// each in turn, as a kernel's threads write their slices of a tile; each such group covers the
+// whole buffer, so the tag is complete whichever threads run it. (Every thread writing the whole
+// buffer took 128x the time and hid store-reuse races behind it.)
 __device__ void pc_write(unsigned buf, int bid, unsigned words, long long tile) {
-  unsigned v = pc_tag(bid, tile);
-  for (unsigned w = 0; w + 4 <= words; w += 4)
+  const unsigned v = pc_tag(bid, tile), mask = __activemask(), lane = threadIdx.x & 31u;
+  const unsigned rank = __popc(mask & ((1u << lane) - 1u)), n = __popc(mask);
+  for (unsigned w = 4u * rank; w + 4 <= words; w += 4u * n)
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(buf + 4u * w), "r"(v) : "memory");
+  __syncwarp(mask);  // the group's words are visible to each of its lanes, as one thread's own were
 }
 __device__ __forceinline__ void pc_tma_load(unsigned dst, int bid, const int4* gsrc, long long tile, unsigned bytes, unsigned bar, long long mcast) {
   const char* src = (const char*)gsrc + pc_region(bid, tile);
@@ -202,28 +227,29 @@ static void pc_tag_json(unsigned v) {
   else printf("\"0x%08x\"", v);
 }
 // Groups of threads of one role instance with the same record, in thread order.
-struct PcGroup { int cta, role, inst, first, last, count, site; unsigned a, b; int word; };
+struct PcGroup { int cta, role, inst, first, last, count, site; unsigned a, b; int word; long long ns; };
+static long long pc_t0 = 0;  // the earliest thread start of the run being printed (%globaltimer)
 static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_key) {
   std::vector<PcGroup> out;
   for (int g = 0; s && g < PC_CLUSTER * PC_THREADS; ++g) {
     int inst = 0, th = 0; const PcRole* ro = pc_role_of(g % PC_THREADS, &inst, &th);
     if (!ro) continue;
-    int site = -1; unsigned a = 0, b = 0; int word = -1;
-    if (which == 0) { site = s[g].hang_site; a = (unsigned)s[g].hang_bar; b = (unsigned)s[g].hang_parity; }
-    else if (which == 1) { site = s[g].bad_site; a = s[g].bad_expected; b = s[g].bad_found; word = s[g].bad_word; }
+    int site = -1; unsigned a = 0, b = 0; int word = -1; long long ns = -1;
+    if (which == 0) { site = s[g].hang_site; a = (unsigned)s[g].hang_bar; b = (unsigned)s[g].hang_parity; ns = s[g].hang_ns; }
+    else if (which == 1) { site = s[g].bad_site; a = s[g].bad_expected; b = s[g].bad_found; word = s[g].bad_word; ns = s[g].bad_ns; }
     else if (which == 2) site = (s[g].state == PC_IN_COLL) ? s[g].site : -1;
     else if (which == 3) site = (s[g].state == PC_RUNNING || s[g].state == PC_IDLE) ? s[g].site : -1;
-    else if (which == 4) { site = s[g].elect_lane >= 0 ? s[g].elect_site : -1; a = (unsigned)s[g].elect_lane; }
+    else if (which == 4) { site = s[g].elect_lane >= 0 ? s[g].elect_site : -1; a = (unsigned)s[g].elect_lane; ns = s[g].elect_ns; }
     if (which != 3 && site < 0) continue;
     if (which == 3 && s[g].state != PC_RUNNING && s[g].state != PC_IDLE) continue;
     int role = (int)(ro - pc_roles), cta = g / PC_THREADS;
     if (!out.empty()) {
       PcGroup& l = out.back();
       if (l.cta == cta && l.role == role && l.inst == inst && l.site == site && ((which != 1 && which != 0) || (l.a == a && l.b == b))) {
-        l.last = th; l.count++; continue;
+        l.last = th; l.count++; if (ns >= 0 && (l.ns < 0 || ns < l.ns)) l.ns = ns; continue;
       }
     }
-    out.push_back(PcGroup{cta, role, inst, th, th, 1, site, a, b, word});
+    out.push_back(PcGroup{cta, role, inst, th, th, 1, site, a, b, word, ns});
   }
   printf("%s\"%s\": [", *first_key ? "" : ", ", key); *first_key = false;
   for (size_t i = 0; i < out.size() && i < 64; ++i) {
@@ -234,6 +260,9 @@ static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_k
     else printf("null");
     if (which == 1) { printf(", \"word\": %d, \"expected\": ", x.word); pc_tag_json(x.a); printf(", \"found\": "); pc_tag_json(x.b); }
     if (which == 4) printf(", \"elected_lane\": %u", x.a);
+    // microseconds from the run's first thread start to the group's earliest record: orders a
+    // run's events (the agreement rules judge a run up to its first finding)
+    if ((which == 0 || which == 1 || which == 4) && x.ns >= 0 && pc_t0 > 0) printf(", \"t_us\": %.3f", (double)(x.ns - pc_t0) / 1000.0);
     if (which == 0) {
       printf(", \"barrier\": ");
       const PcBarrier* hit = nullptr;
@@ -248,6 +277,9 @@ static void pc_groups(const char* key, const PcSlot* s, int which, bool* first_k
 }
 static void pc_print(int run, const char* outcome, const char* fault, bool watchdog, const PcSlot* s,
                      const std::vector<int>& stores, const std::vector<unsigned>& dst, unsigned nstores, const char* gpu) {
+  pc_t0 = 0;
+  for (int g = 0; s && g < PC_CLUSTER * PC_THREADS; ++g)
+    if (s[g].start_ns > 0 && (pc_t0 == 0 || s[g].start_ns < pc_t0)) pc_t0 = s[g].start_ns;
   printf("{\"schema\": \"pipecheck-replay-outcome/1\", \"spec\": "); pc_json_str(pc_spec);
   printf(", \"config\": %s, \"gpu\": ", pc_config); pc_json_str(gpu);
   printf(", \"run\": %d, \"outcome\": \"%s\", \"watchdog\": %s, \"fault\": ", run, outcome, watchdog ? "true" : "false");
@@ -297,9 +329,9 @@ static const char* pc_classify(const PcSlot* s, bool stores_bad) {
 // on a machine without a GPU (tests/test_conformance.py).
 int main() {
   std::vector<PcSlot> s(PC_CLUSTER * PC_THREADS);
-  for (auto& z : s) { memset(&z, 0, sizeof z); z.site = -1; z.hang_site = -1; z.bad_site = -1; z.elect_lane = -1; z.elect_site = -1; z.state = PC_DONE; }
-  for (int g = 0; g < 4; ++g) { s[g].hang_site = 0; s[g].hang_ns = 10 + g; s[g].hang_bar = pc_barriers[PC_NBARS - 1].offset; s[g].hang_parity = 1; }
-  s[4].bad_site = 0; s[4].bad_expected = pc_tag(0, 3); s[4].bad_found = PC_FRESH; s[4].bad_word = 7;
+  for (auto& z : s) { memset(&z, 0, sizeof z); z.site = -1; z.hang_site = -1; z.bad_site = -1; z.elect_lane = -1; z.elect_site = -1; z.state = PC_DONE; z.start_ns = 1000; }
+  for (int g = 0; g < 4; ++g) { s[g].hang_site = 0; s[g].hang_ns = 11000 + g; s[g].hang_bar = pc_barriers[PC_NBARS - 1].offset; s[g].hang_parity = 1; }
+  s[4].bad_site = 0; s[4].bad_expected = pc_tag(0, 3); s[4].bad_found = PC_FRESH; s[4].bad_word = 7; s[4].bad_ns = 3500;
   s[5].state = PC_IN_COLL; s[5].site = 0;
   std::vector<int> stores = {(int)pc_tag(0, 1), 0, 0, 16};
   std::vector<unsigned> dst(PC_REGION / 4, pc_tag(0, 1)); dst[2] = PC_UNWRITTEN;
