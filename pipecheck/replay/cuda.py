@@ -458,7 +458,7 @@ class _Emitter:
             head.append("  long long " + ", ".join(f"v{i} = 0" for i in range(nvars)) + ";")
         if esites:
             head.append("  int " + ", ".join(f"el{i} = 0" for i in esites) + ";")
-        if _has_op(code.body, MMA) or _has_op(code.body, MMA_WAIT):
+        if _has(code.body, "op", MMA) or _has(code.body, "op", MMA_WAIT):
             # this thread's warpgroup: its operand-check counter and how many threads it has
             head += ["  unsigned* const pc_wgc = pc_wg_reads + ((slot % PC_THREADS) - (int)(b_thread % 128)) / 32;",
                      f"  const long long pc_wgm = pc_min(128LL, {role.threads}LL - 128LL * b_warpgroup);",
@@ -565,7 +565,7 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
     if nthreads > 1024:
         raise refuse("this spec", f"its roles need {nthreads} threads (whole warps per role instance), more than 1024",
                      k.span)
-    uses_syncthreads = any(_has_coll(c.body, "syncthreads") for c in em.codes)
+    uses_syncthreads = any(_has(c.body, "coll", "syncthreads") for c in em.codes)
     if uses_syncthreads and any(r.threads % 32 for r in k.roles):
         raise refuse("syncthreads with a role that is not whole warps",
                      "the padding lanes of a partial warp would not take part in bar.sync 0", k.span)
@@ -647,27 +647,15 @@ def _config_json(k: CheckedKernel, opts: ReplayOptions, kchoices: dict, em: _Emi
             "choices": {**{n: list(v) for n, v in kchoices.items()}, **{n: [v] for n, v in sorted(em.role_choose.items())}}}
 
 
-def _has_op(body, what: str) -> bool:
+def _has(body, kind: str, what: str) -> bool:
+    """Whether a resolved body holds a statement `(kind, what, ...)`: an op by opcode, a collective by name."""
     for s in body:
-        if s[0] == "op" and s[1] == what:
+        if s[0] == kind and (s[1] if kind == "op" else s[1][0]) == what:
             return True
-        if s[0] == "block" and _has_op(s[1], what):
+        if s[0] == "block" and _has(s[1], kind, what):
             return True
-        if s[0] == "for" and _has_op(s[4], what):
+        if s[0] == "for" and _has(s[4], kind, what):
             return True
-        if s[0] == "if" and (_has_op(s[2], what) or _has_op(s[3], what)):
-            return True
-    return False
-
-
-def _has_coll(body, what: str) -> bool:
-    for s in body:
-        if s[0] == "coll" and s[1][0] == what:
-            return True
-        if s[0] == "block" and _has_coll(s[1], what):
-            return True
-        if s[0] == "for" and _has_coll(s[4], what):
-            return True
-        if s[0] == "if" and (_has_coll(s[2], what) or _has_coll(s[3], what)):
+        if s[0] == "if" and (_has(s[2], kind, what) or _has(s[3], kind, what)):
             return True
     return False
