@@ -403,9 +403,17 @@ class Futures:
                 procs.append(Process(key, True, *self._single(("l", buf, bar, prov),
                                                               lambda: self._landing(buf, bar, buf // lay.nbuf, prov))))
         for u, (done, forming, inflight) in enumerate(s.mmas):
-            ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
-            if ops:
-                procs.append(Process(("m", u), ("m", u) in enabled, ops, True))
+            # the ops are a function of the unit's own groups and what the futures say of them: built once
+            key = ("m", u, done, forming, inflight, max_seq.get(u, -1),
+                   tuple(sorted((j, v) for (uu, j), v in join_info.items() if uu == u)))
+            hit = self.op_cache.get(key)
+            if hit is None:
+                ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
+                hit = self.op_cache[key] = (ops, frozenset(r for op in ops for r, _ in op.all_provides),
+                                            shape_of(ops)) if ops else None
+            if hit is not None:
+                ops, provides, shape = hit
+                procs.append(Process(("m", u), ("m", u) in enabled, ops, True, provides, (), shape))
         for i, (c, seq, buf, tag, stage, site) in enumerate(s.stores):
             key = ("s", i)
             k = buf // lay.nbuf
