@@ -8,12 +8,14 @@ it needs to run. `por` turns these into persistent sets.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Callable
 
 from . import semantics as S
 from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
                  CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
                  MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError, RConst)
+from .compiled import compile_ref
 from .por import Op, Process, Shape, shape_of
 
 if TYPE_CHECKING:
@@ -50,17 +52,15 @@ class Futures:
         for ins in self.m.classes[c].program.instrs:
             if ins.op is not WRITE:
                 continue
-            base, dims = lay.buf_base[ins.args[0].name]
-            size = 1
-            for n in dims:
-                size *= n
-            flats = range(size)
-            if all(isinstance(i, RConst) for i in ins.args[0].indices):
-                flat = 0
-                for i, n in zip(ins.args[0].indices, dims):
-                    flat = flat * n + i.value
-                flats = range(flat, flat + 1) if 0 <= flat < size else range(size)
-            out.update(cta * lay.nbuf + base + f for f in flats)
+            ref = ins.args[0]
+            if all(isinstance(i, RConst) for i in ref.indices):
+                try:  # the element the model's own reference resolves to (an out-of-range one raises)
+                    out.add(compile_ref(lay, ref, -1, False)((), cta))
+                    continue
+                except EvalError:
+                    pass
+            base, dims = lay.buf_base[ref.name]
+            out.update(cta * lay.nbuf + base + f for f in range(math.prod(dims)))
         return tuple(sorted(out))
 
     # ------------------------------------------------------------ a group's own future
@@ -443,17 +443,20 @@ class Futures:
                 continue
             left = sum(1 for c in model.cta_classes[cta] for (pc, _), _ in s.locs[c] if model.code[c][pc].op is not END)
             key = ("x", cta)
-            res = ("done", cta)
-            fp = tuple((obj, "r") for obj in (("flight", cta), ("mmaexit", cta), ("stores", cta), ("commits", cta))) \
-                + ((("exited", cta), "w"),)
-            procs.append(Process(key, key in enabled, *self._single(
-                ("x", cta, left), lambda: Op(fp, needs=lambda av, res=res, left=left: av[res] >= left,
-                                             need_resources=(res,)))))
+            procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         arrived = {k: a for k, a, _ in s.colls}
         for key, n in self._coll_sizes(s):
             budgets[("coll", key)] = n - arrived.get(key, 0)
         return procs, budgets
+
+    @staticmethod
+    def _exit(cta: int, left: int) -> Op:
+        """A CTA's exit: once its `left` unfinished groups are done, it reads what may still be in flight."""
+        res = ("done", cta)
+        fp = tuple((obj, "r") for obj in (("flight", cta), ("mmaexit", cta), ("stores", cta), ("commits", cta))) \
+            + ((("exited", cta), "w"),)
+        return Op(fp, needs=lambda av: av[res] >= left, need_resources=(res,))
 
     def _single(self, key: tuple, build: Callable[[], Op]) -> tuple:
         """The ops, exhaustive flag, provisions, bundle and shape of a process of one op, built once per key."""
