@@ -326,6 +326,7 @@ class _Checker:
         if p.name in self.overrides:
             value = self.overrides[p.name]
             if lo is not None and hi is not None and not lo <= value <= hi:
+                self.env[p.name] = default  # what follows still resolves: one error, not one per use
                 raise error("usage", f"-D {p.name}={value} is outside the declared range {lo}..{hi}", p.span)
         self.env[p.name] = value
         return ParamInfo(p.name, value, default, lo, hi, p.span)

@@ -32,6 +32,9 @@ class CInstr:
     d: object = None
     e: object = None
     text: str = ""
+    # an arrive its thread issues at most once per value of its ring (`once_per_round`): it can never
+    # be a double arrival, so the barrier's per-phase record of arrivers leaves it out
+    once: bool = False
 
 
 def _vars(e) -> set[int]:
@@ -100,6 +103,69 @@ def liveness(prog: Program) -> list[frozenset[int]]:
     return live_in
 
 
+def once_per_round(prog: Program) -> frozenset[int]:
+    """The pcs of `arrive`s on a ring-indexed barrier (`b[st.index]`) that a thread cannot issue twice
+    with one value of that ring: no path leads from one arrive on the array through that ring to
+    another without an `advance` of the ring in between, and the ring is not restarted in a loop.
+
+    Two arrivals of one thread on one barrier in one phase are a double arrival only for the same
+    ring round (`_round`), so these never are one (forward dataflow: the (array, ring) pairs
+    arrived on since the ring's last advance)."""
+    succ = prog.successors()
+    n = len(prog.instrs)
+    restarted = {ins.args[0] for pc, ins in enumerate(prog.instrs) if ins.op == RING and _on_cycle(succ, pc)}
+
+    def ring_of(ins) -> int | None:
+        for i in ins.args[0].indices:
+            if isinstance(i, RRing) and i.attr == "index" and i.slot not in restarted:
+                return i.slot
+        return None
+
+    entry: list[frozenset | None] = [None] * n  # (array, ring, pc of the arrival)
+    entry[0] = frozenset()
+    work = [0]
+    twice: set[int] = set()
+    while work:
+        pc = work.pop()
+        ins = prog.instrs[pc]
+        armed = entry[pc]
+        assert armed is not None
+        if ins.op in _ARRIVALS:
+            r = ring_of(ins) if ins.op == ARRIVE else None  # the other arrivals are always recorded
+            name = ins.args[0].name
+            if r is None:
+                twice.add(pc)
+            for a_name, a_ring, a_pc in armed:
+                if a_name == name and (a_ring == r or r is None or a_ring is None):
+                    twice.update((pc, a_pc))  # both: either may come first in the phase
+            armed = armed | {(name, r, pc)}
+        elif ins.op in (ADVANCE, RING):
+            armed = frozenset(k for k in armed if k[1] != ins.args[0])
+        for nxt in succ[pc]:
+            old = entry[nxt]
+            new = armed if old is None else old | armed
+            if new != old:
+                entry[nxt] = new
+                work.append(nxt)
+    return frozenset(pc for pc, ins in enumerate(prog.instrs) if ins.op == ARRIVE and pc not in twice)
+
+
+_ARRIVALS = (ARRIVE, ARRIVE_DROP, MMA_COMMIT, CP_ASYNC_ARRIVE)
+
+
+def _on_cycle(succ: list[list[int]], start: int) -> bool:
+    seen: set[int] = set()
+    stack = list(succ[start])
+    while stack:
+        pc = stack.pop()
+        if pc == start:
+            return True
+        if pc not in seen:
+            seen.add(pc)
+            stack.extend(succ[pc])
+    return False
+
+
 def compile_ref(layout: Layout, ref: RRef, site: int, barrier: bool) -> RefFn:
     base, dims = (layout.bar_base if barrier else layout.buf_base)[ref.name]
     per = layout.nbar if barrier else layout.nbuf
@@ -148,6 +214,7 @@ def _round(ref: RRef):
 
 def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CInstr]:
     live = liveness(prog)
+    once = once_per_round(prog)
     out: list[CInstr] = []
     bar = lambda r, site: compile_ref(layout, r, site, True)  # noqa: E731
     buf = lambda r, site: compile_ref(layout, r, site, False)  # noqa: E731
@@ -175,6 +242,7 @@ def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CI
                 ci.c = lambda env, slot=slot, st=st, ph=ph: env[slot] // st - ph
         elif op == ARRIVE:
             ci.a, ci.b, ci.c, ci.d = bar(a[0], site), compile_expr(a[1]), opt(a[2]), _round(a[0])
+            ci.once = pc in once
         elif op in (EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, INIT):
             ci.a, ci.b = bar(a[0], site), compile_expr(a[1])
             if op == ARRIVE_DROP:

@@ -16,7 +16,7 @@ from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP,
                  CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
                  MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError, RConst)
 from .compiled import compile_ref
-from .por import Op, Process, Shape, shape_of
+from .por import NEVER, Op, Process, Shape, shape_of
 
 if TYPE_CHECKING:
     from .model import Model, State
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 _CLOBBER = ("clobbered",)  # what a write leaves in the buffers over the same storage
 _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
 FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
+_OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory stays bounded)
 
 
 class Futures:
@@ -34,10 +35,12 @@ class Futures:
         self.prov_cache: dict = {}
         self.shape_cache: dict[tuple, Shape] = {}
         self.tmpl_cache: dict[tuple, tuple[tuple[int, ...], list[Op]]] = {}
+        self.ops_cache: dict[tuple, list[Op]] = {}
         self.coll_cache: dict[tuple, tuple] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
         lay = model.layout
         self.written = [self._written(c) for c in range(len(model.classes))]
+        self.tx_least = self._tx_least()
 
     def process_of(self, action: tuple) -> tuple:
         if action[0] == "t":
@@ -62,6 +65,45 @@ class Futures:
             base, dims = lay.buf_base[ref.name]
             out.update(cta * lay.nbuf + base + f for f in range(math.prod(dims)))
         return tuple(sorted(out))
+
+    def _tx_least(self) -> list[int]:
+        """Per barrier, the fewest bytes each arrival on it expects: the least constant `expect_tx` of
+        its arrivals when every arrival on the barrier's array expects some, and no thread changes its
+        tx-count otherwise; 0 when unknown. Then a phase that still owes an arrival cannot complete
+        before that many bytes more land in it (it completes at tx 0; PTX 9.7.13.15).
+
+        Kept only for barriers that multicast loads complete on, where a phase's bytes come from
+        several CTAs' copies: there the reduction must not let a consumer pass on its own CTA's bytes
+        alone. Elsewhere any landing may complete the phase as far as the reduction knows, which
+        measured better (the precise need changes which persistent sets are found first: #3722 381
+        -> 1,077 states, pingpong 3,376 -> 8,402)."""
+        m = self.m
+        lay = m.layout
+        least: dict[str, int] = {}
+        unknown: set[str] = set()
+        multicast: set[str] = set()
+        for cl in m.classes:
+            for ins in cl.program.instrs:
+                if ins.op is TMA_LOAD and ins.args[4] is not None:
+                    multicast.add(ins.args[3].name)
+                elif ins.op in (ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, MMA_COMMIT, CP_ASYNC_ARRIVE):
+                    unknown.add(ins.args[0].name)
+                elif ins.op is ARRIVE:
+                    tx = ins.args[2]
+                    if isinstance(tx, RConst) and tx.value > 0:
+                        least[ins.args[0].name] = min(least.get(ins.args[0].name, tx.value), tx.value)
+                    else:
+                        unknown.add(ins.args[0].name)
+        out = [0] * (lay.nbar * lay.ncta)
+        if m.uses_init:  # a re-init may give the memory another count: keep to the arrivals
+            return out
+        for name, (base, dims) in lay.bar_base.items():
+            if name in unknown or name not in least or name not in multicast:
+                continue
+            for k in range(lay.ncta):
+                for off in range(math.prod(dims)):
+                    out[k * lay.nbar + base + off] = least[name]
+        return out
 
     # ------------------------------------------------------------ a group's own future
     def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
@@ -94,7 +136,10 @@ class Futures:
                     ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
                 elif op is ARRIVE or op is ARRIVE_DROP:
                     tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
-                    ops.append(("arrive", ins.a(env, cta), ins.b(env) * m, tx != 0))
+                    n = ins.b(env)
+                    # plain single arrivals left out of the double-arrive record: they commute (por "u")
+                    unit = ins.once and n == 1 and tx == 0
+                    ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
                 elif op is EXPECT_TX or op is COMPLETE_TX:
                     ops.append(("tx", ins.a(env, cta)))
                 elif op is TMA_LOAD:
@@ -102,7 +147,7 @@ class Futures:
                     targets = [cta]
                     if ins.e is not None:
                         targets = lay.ctas(ins.e(env))
-                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets)))
+                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
                 elif op is CP_ASYNC:
                     ops.append(("cpasync", ins.a(env, cta), c))
                     env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
@@ -169,12 +214,14 @@ class Futures:
             fp += ((("vis",), "r"),)
         return fp
 
-    def _landing(self, buf: int, bar: int, cta: int, provider: tuple) -> Op:
+    def _landing(self, buf: int, bar: int, cta: int, provider: tuple, nbytes: int | None) -> Op:
         lay = self.m.layout
         fp: tuple = tuple((("buf", b), "w") for b in (buf,) + lay.overlaps[buf])
         fp += ((("rd", buf), "r"), (("srd", buf), "r"), (("inflight", buf), "i"), (("flight", cta), "i"))
         if bar >= 0:
-            fp += ((("bar", bar), "t"),)
+            fp += ((("bar", bar), "t", nbytes),)
+            if nbytes:
+                return Op(fp, (provider, (("txb", bar), nbytes)))
         return Op(fp, (provider,))
 
     def _provides(self, descs: tuple) -> frozenset:
@@ -199,34 +246,55 @@ class Futures:
             hit = self.shape_cache[descs] = shape_of(ops, lambda j: descs[j][0] in _WAITS)
         return hit
 
-    def _ops(self, s: "State", descs: tuple) -> list[Op]:
-        """The ops of a future in state s: only its waits depend on the state, the rest are built once."""
+    def _ops(self, s: "State", descs: tuple, colls: dict) -> list[Op]:
+        """The ops of a future in state s: only its waits depend on the state, the rest are built once;
+        the whole list is kept per what its waits see (most futures do not change from a state to the next)."""
         hit = self.tmpl_cache.get(descs)
         if hit is None:
             dyn = tuple(j for j, d in enumerate(descs) if d[0] in _WAITS)
             hit = self.tmpl_cache[descs] = (dyn, [self.op(s, d) if d[0] not in _WAITS else Op(()) for d in descs])
         dyn, ops = hit
-        if dyn:
-            ops = ops.copy()
-            # a later wait on the same barrier (or collective) needs the completions the earlier
-            # ones waited for and one more: count them, so a future stops where its phases run out
-            level: dict = {}
-            for j in dyn:
-                d = descs[j]
-                kind = d[0]
-                if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
-                    b = s.bars[d[1]]
-                    lv = level.get(d[1], 0)
-                    if b is not None and not S.wait_passes(b, d[2], lv):
-                        level[d[1]] = lv + 1
-                    ops[j] = self._wait(s, d, lv)
-                elif kind == "cwait":  # the generations before this one: their thread counts
-                    before = level.get(d[1], 0)
-                    level[d[1]] = before + d[2]
-                    ops[j] = self._cwait(s, d, before)
-                else:
-                    ops[j] = self.op(s, d)
+        if not dyn:
+            return ops
+        seen = tuple(self._seen(s, descs[j], colls) for j in dyn)
+        key = (descs, seen)
+        done = self.ops_cache.get(key)
+        if done is not None:
+            return done
+        ops = ops.copy()
+        # a later wait on the same barrier (or collective) needs the completions the earlier
+        # ones waited for and one more: count them, so a future stops where its phases run out
+        level: dict = {}
+        for j, now in zip(dyn, seen):
+            d = descs[j]
+            kind = d[0]
+            if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
+                b = now
+                lv = level.get(d[1], 0)
+                if b is not None and not S.wait_passes(b, d[2], lv):
+                    level[d[1]] = lv + 1
+                ops[j] = self._wait(s, d, lv)
+            elif kind == "cwait":  # the generations before this one: their thread counts
+                before = level.get(d[1], 0)
+                level[d[1]] = before + d[2]
+                ops[j] = self._cwait(d, now, before)
+            else:
+                ops[j] = self.op(s, d, colls)
+        if len(self.ops_cache) >= _OPS_CACHE:
+            self.ops_cache.clear()
+        self.ops_cache[key] = ops
         return ops
+
+    def _seen(self, s: "State", d: tuple, colls: dict):
+        """What a waiting future operation reads of state s (its op depends on nothing else)."""
+        kind = d[0]
+        if kind == "wait":
+            return s.bars[d[1]]
+        if kind == "cwait":
+            return colls.get(d[1], 0)
+        if kind == "mwait":
+            return s.mmas[d[1]][0]
+        return self._store_need(s, d)
 
     def _wait(self, s: "State", d: tuple, lv: int) -> Op:
         """A wait after `lv` earlier completions of its barrier in the same future (0: the first): it
@@ -235,43 +303,46 @@ class Futures:
         bytes while the phase owes tx."""
         gid, parity = d[1], d[2]
         b = s.bars[gid]
-        key = (d, None if b is None else (b.phase, b.pending, b.expected, b.tx if lv == 0 else 0), lv)
+        least = self.tx_least[gid]
+        key = (d, None if b is None else (b.phase, b.pending, b.expected, b.tx if lv == 0 or least else 0), lv)
         hit = self.op_cache.get(key)
         if hit is None:
             fp = ((("bar", gid), "r"),) + self._bar_use(gid)
             if b is None:
-                hit = Op(fp, needs=lambda av: False)
+                hit = Op(fp, needs=NEVER)
             elif S.wait_passes(b, parity, lv):
                 hit = Op(fp)
-            elif lv == 0:
-                pending, tx = b.pending, b.tx
-                arr, txk = ("arr", gid), ("tx", gid)
-                hit = Op(fp, needs=lambda av: av[arr] >= pending and (tx == 0 or av[txk] > 0),
-                         need_resources=(arr, txk))
             else:
-                per_phase = 1 if self.drops else b.expected
-                want, arr = b.pending + lv * per_phase, ("arr", gid)
-                hit = Op(fp, needs=lambda av: av[arr] >= want, need_resources=(arr,))
+                arr = ("arr", gid)
+                if lv == 0:
+                    needs = ((arr, b.pending),) + (((("tx", gid), 1),) if b.tx else ())
+                else:
+                    needs = ((arr, b.pending + lv * (1 if self.drops else b.expected)),)
+                if least:
+                    # every arrival still owed expects at least `least` bytes: the phases to pass
+                    # need those bytes to land, besides the arrivals (`_tx_least`)
+                    needs += ((("txb", gid), b.tx + (least if b.pending else 0) + lv * least),)
+                hit = Op(fp, needs=needs)
             self.op_cache[key] = hit
         return hit
 
-    def _cwait(self, s: "State", d: tuple, before: int) -> Op:
+    def _cwait(self, d: tuple, now: int, before: int) -> Op:
         """A use of one named barrier in a future, after earlier generations of `before` threads in all
-        (0: the first): it needs those arrivals and its own generation's, less those already in."""
-        now = next((a for k, a, _ in s.colls if k == d[1]), 0)
+        (0: the first), with `now` threads arrived at it: it needs those arrivals and its own
+        generation's, less those already in."""
         key = (d, now, before)
         hit = self.op_cache.get(key)
         if hit is None:
             res, want = ("coll", d[1]), before + d[2]
-            hit = self.op_cache[key] = Op((), needs=lambda av: now + av[res] >= want, need_resources=(res,))
+            hit = self.op_cache[key] = Op((), needs=((res, want - now),))
         return hit
 
-    def op(self, s: "State", d: tuple) -> Op:
+    def op(self, s: "State", d: tuple, colls: dict | None = None) -> Op:
         kind = d[0]
         if kind == "wait":  # depends on the barrier's counts only
             return self._wait(s, d, 0)
         if kind == "cwait":  # on the arrivals at the collective so far
-            return self._cwait(s, d, 0)
+            return self._cwait(d, (colls if colls is not None else {k: a for k, a, _ in s.colls}).get(d[1], 0), 0)
         if kind == "mwait":
             key: tuple = (d, s.mmas[d[1]][0])
         elif kind == "wgroup":  # on the bulk groups of the thread still reading / writing
@@ -292,21 +363,22 @@ class Futures:
         if kind == "arrive":
             gid = d[1]
             prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
-            return Op(((("bar", gid), "c", d[2]),) + self._bar_use(gid), prov)
-        if kind == "tx":
-            return Op(((("bar", d[1]), "t"),) + self._bar_use(d[1]), ((("tx", d[1]), 1),))
+            return Op(((("bar", gid), "u" if d[4] else "c", d[2], d[3]),) + self._bar_use(gid), prov)
+        if kind == "tx":  # a thread's own expect_tx / complete_tx: bytes the balance does not follow
+            return Op(((("bar", d[1]), "t", None),) + self._bar_use(d[1]), ((("tx", d[1]), 1),))
         if kind == "load":
             fp: tuple = ()
             spawns = []
             for buf, bar, k in d[1]:
                 fp += ((("flight", k), "i"), (("inflight", buf), "i")) + self._bar_use(bar)
-                spawns.append(self._landing(buf, bar, k, (("tx", bar), 1)))
+                # one landing per issuing thread (m of them)
+                spawns.extend([self._landing(buf, bar, k, (("tx", bar), 1), d[2])] * d[3])
             return Op(fp, spawns=tuple(spawns))
         if kind == "cpasync":
             buf, c = d[1], d[2]
             k = buf // lay.nbuf
             return Op(((("flight", k), "i"), (("inflight", buf), "i")),
-                      spawns=(self._landing(buf, -1, k, (("cp", c), 1)),))
+                      spawns=(self._landing(buf, -1, k, (("cp", c), 1), None),))
         if kind == "late_arrive":  # tcgen05.commit / cp.async arrive: the arrival comes later, by itself
             fp = tuple((("commits", g // lay.nbar), "i") for g in d[1])
             spawns = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
@@ -341,7 +413,7 @@ class Futures:
             fp = ((("sgrp", c), "r"),)
             if need == 0:
                 return Op(fp)
-            return Op(fp, needs=lambda av: av[res] >= need, need_resources=(res,))
+            return Op(fp, needs=((res, need),))
         if kind == "join":
             u, seq, bufs, m, out = d[1], d[2], d[3], d[4], d[5]
             fp = tuple((("buf", b), "r") for b in bufs) + tuple((("rd", b), "i") for b in bufs)
@@ -354,7 +426,7 @@ class Futures:
             if need <= s.mmas[u][0]:
                 return Op(fp)
             key = ("mdone", u, need - 1)
-            return Op(fp, needs=lambda av: av[key] > 0, need_resources=(key,))
+            return Op(fp, needs=((key, 1),))
         if kind == "coll":
             # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
             fp = ((("coll", d[1]), "c", d[2]),) + (((("vis",), "w"),) if self.m.uses_init else ())
@@ -377,6 +449,7 @@ class Futures:
         procs: list[Process] = []
         max_seq: dict[int, int] = {}
         join_info: dict[tuple[int, int], tuple] = {}
+        colls = {k: a for k, a, _ in s.colls}
         bundles = self._bundles(s, enabled) if model.partners else {}
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
             enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
@@ -393,15 +466,15 @@ class Futures:
                     if d[0] == "join":
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
                         join_info[(d[1], d[2])] = (d[3], d[5])
-                ops = self._ops(s, descs)
+                ops = self._ops(s, descs, colls)
                 procs.append(Process(key, key in enabled, ops, exhaustive, self._provides(descs),
                                      bundles.get(key, ()), self._shape(descs, ops)))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
                 prov = (("tx", bar), 1) if bar >= 0 else (("cp", src), 1)
-                procs.append(Process(key, True, *self._single(("l", buf, bar, prov),
-                                                              lambda: self._landing(buf, bar, buf // lay.nbuf, prov))))
+                procs.append(Process(key, True, *self._single(
+                    ("l", buf, bar, prov, nbytes), lambda: self._landing(buf, bar, buf // lay.nbuf, prov, nbytes))))
         for u, (done, forming, inflight) in enumerate(s.mmas):
             # the ops are a function of the unit's own groups and what the futures say of them: built once
             key = ("m", u, done, forming, inflight, max_seq.get(u, -1),
@@ -431,13 +504,11 @@ class Futures:
                 procs.append(Process(key, True, [Op(fp, prov)], True))
             elif kind == "mma":
                 need = ("mdone", who, upto - 1)
-                procs.append(Process(key, False, [Op(fp, prov, needs=lambda av, need=need: av[need] > 0,
-                                                     need_resources=(need,))], True))
+                procs.append(Process(key, False, [Op(fp, prov, needs=((need, 1),))], True))
             else:
                 pending = sum(1 for op in s.flight if op[5] == who and op[3] < 0 and op[6] < upto)
                 res = ("cp", who)
-                procs.append(Process(key, False, [Op(fp, prov, needs=lambda av, p=pending, r=res: av[r] >= p,
-                                                     need_resources=(res,))], True))
+                procs.append(Process(key, False, [Op(fp, prov, needs=((res, pending),))], True))
         for cta, gone in enumerate(s.exited):
             if gone:
                 continue
@@ -445,9 +516,9 @@ class Futures:
             key = ("x", cta)
             procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
-        arrived = {k: a for k, a, _ in s.colls}
+        budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
         for key, n in self._coll_sizes(s):
-            budgets[("coll", key)] = n - arrived.get(key, 0)
+            budgets[("coll", key)] = n - colls.get(key, 0)
         return procs, budgets
 
     @staticmethod
@@ -456,7 +527,7 @@ class Futures:
         res = ("done", cta)
         fp = tuple((obj, "r") for obj in (("flight", cta), ("mmaexit", cta), ("stores", cta), ("commits", cta))) \
             + ((("exited", cta), "w"),)
-        return Op(fp, needs=lambda av: av[res] >= left, need_resources=(res,))
+        return Op(fp, needs=((res, left),))
 
     def _single(self, key: tuple, build: Callable[[], Op]) -> tuple:
         """The ops, exhaustive flag, provisions, bundle and shape of a process of one op, built once per key."""
@@ -520,11 +591,11 @@ class Futures:
                 fp += ((("mmaout", out), "i"), (("buf", out), "w")) + tuple((("buf", h), "w") for h in model.layout.overlaps[out])
             prov = ((("mdone", u, j), 1),)
             if j in formed:
-                ops.append(Op(fp, prov, needs=None if j == done else (lambda av, k=("mdone", u, j - 1): av[k] > 0)))
+                prev = ("mdone", u, j - 1)
+                ops.append(Op(fp, prov, needs=None if j == done else ((prev, 1),)))
             else:
                 need = model.unit_size[u] - joined.get(j, 0)
                 jk, pk = ("join", u, j), ("mdone", u, j - 1)
-                ops.append(Op(fp, prov, needs=(lambda av, jk=jk, pk=pk, need=need, first=(j == done):
-                                               av[jk] >= need and (first or av[pk] > 0)), need_resources=(jk, pk)))
+                ops.append(Op(fp, prov, needs=((jk, need),) + (() if j == done else ((pk, 1),))))
         return ops
 

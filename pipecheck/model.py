@@ -638,7 +638,7 @@ class Model:
             return
         bars = list(s.bars)
         halted = None
-        who = (c, ins.d(env) if ins.d is not None else None)
+        who = None if ins.once else (c, ins.d(env) if ins.d is not None else None)
         recorded = -1  # the phase in which this class's arrival was recorded: its other threads are not doubles
         for _ in range(m):
             events: list[str] = []

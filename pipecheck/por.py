@@ -9,28 +9,51 @@ is acyclic, a persistent-set search visits every terminal state and every findin
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
 # "k" keyed write (third element the value written: writes of the same value commute),
-# "c" counted (an arrival of `amount`, third element) and "t" byte count: while the counted
-# amounts on an object stay below its budget (the arrivals its phase still owes), counted and
-# byte operations commute with each other and with reads; otherwise they act as writes.
+# "c" counted (an arrival of `amount`, third element; a fourth, the bytes it expects), "u" a
+# counted arrival of single plain arrivals that commute with each other at any count (no bytes,
+# nothing recorded per phase: the barrier ends the same whatever their order), and "t"
+# byte count (third element the bytes that land, None when unknown or not a landing): while the
+# counted amounts on an object stay below its budget (the arrivals its phase still owes), counted
+# and byte operations commute with each other and with reads; when they reach it exactly they
+# still commute with each other if the bytes balance (see `_balanced`); otherwise they act as writes.
 Footprint = tuple[tuple, ...]
+
+# Loudness of an object in one closure step: what its quiet ("r", "c", "t") operations may do.
+_SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 3, 2
+
+
+NEVER: tuple[tuple[Any, int], ...] = ((("never",), 1),)  # needs of an op nothing can enable (nobody provides it)
+
+
+def unmet(needs: tuple[tuple[Any, int], ...], avail: Mapping[Any, int]) -> tuple[Any, int] | None:
+    """The first need `avail` does not cover, or None when all are."""
+    for need in needs:
+        if avail.get(need[0], 0) < need[1]:
+            return need
+    return None
 
 
 @dataclass(frozen=True)
 class Op:
     footprint: Footprint
     provides: tuple[tuple[Any, int], ...] = ()
-    # needs(avail) -> whether the op can become enabled given resources others may provide; None = always
-    needs: Callable[[Mapping[Any, int]], bool] | None = None
-    need_resources: tuple[Any, ...] = ()
+    # what the op needs others to provide before it can run: (resource, at least this much), all of
+    # them; None: nothing (it runs whenever its process gets to it)
+    needs: tuple[tuple[Any, int], ...] | None = None
     spawns: tuple["Op", ...] = ()  # async operations this op starts (e.g. the landing of a TMA load)
     # the op and its spawns together (derived): what the reduction walks
     all_provides: tuple[tuple[Any, int], ...] = field(init=False, repr=False, compare=False)
     all_footprint: Footprint = field(init=False, repr=False, compare=False)
+
+    @property
+    def need_resources(self) -> tuple:
+        return tuple(r for r, _ in self.needs) if self.needs else ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "all_provides", self.provides + tuple(x for sp in self.spawns for x in sp.provides))
@@ -79,7 +102,8 @@ class ReducibleSystem(Protocol):
     def processes(self, state: Any, enabled: set) -> tuple[list[Process], Mapping[Any, int]]: ...
 
 
-_QUIET = frozenset({"r", "c", "t"})
+_QUIET = frozenset({"r", "c", "u", "t"})
+_COUNTS = frozenset({"c", "u"})
 
 
 def _conflict(a: Footprint, b: Footprint, loud: Mapping[Any, int]) -> bool:
@@ -89,13 +113,14 @@ def _conflict(a: Footprint, b: Footprint, loud: Mapping[Any, int]) -> bool:
             if eb[0] != obj:
                 continue
             mb = eb[1]
-            if ma == "r" and mb == "r" or ma == "i" and mb == "i":
+            if ma == "r" and mb == "r" or ma == "i" and mb == "i" or ma == "u" and mb == "u":
                 continue
             if ma == "k" and mb == "k" and ea[2] == eb[2]:
                 continue
             if ma in _QUIET and mb in _QUIET:
-                level = loud.get(obj, 0)
-                if level == 0 or level == 1 and ma == "c" and mb == "c":
+                level = loud.get(obj, _SILENT)
+                if level == _SILENT or level == _COUNTED and ma in _COUNTS and mb in _COUNTS \
+                        or level == _BALANCED and ma != "r" and mb != "r":
                     continue
             return True
     return False
@@ -160,32 +185,34 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
         if left_in:
             live[g] = left_in
     at = {g: 0 for g in live}  # runs passed, per kind
+    # a kind stopped at a run whose head needs more of a resource waits, in a heap per resource by the
+    # amount it needs, until that resource reaches it
+    waiting: dict[Any, list[tuple[int, int]]] = {}
     todo = list(at)
-    changed = True
-    while changed:
-        changed = False
-        left = []
-        for g in todo:
-            i = live[g][0]
-            n_members = len(live[g])
-            ops = procs[i].ops
-            segs = shapes[i].segs
-            en = ix.enabled[i]
-            r = at[g]
-            n = len(segs)
-            while r < n:
-                first, _, prov = segs[r]
-                needs = ops[first].needs
-                if needs is not None and not (first == 0 and en) and not needs(avail):
+    while todo:
+        g = todo.pop()
+        i = live[g][0]
+        n_members = len(live[g])
+        ops = procs[i].ops
+        segs = shapes[i].segs
+        en = ix.enabled[i]
+        r = at[g]
+        n = len(segs)
+        while r < n:
+            first, _, prov = segs[r]
+            needs = ops[first].needs
+            if needs is not None and not (first == 0 and en):
+                short = unmet(needs, avail)
+                if short is not None:
+                    heapq.heappush(waiting.setdefault(short[0], []), (short[1], g))
                     break
-                r += 1
-                changed = True
-                for res, amount in prov:
-                    avail[res] = avail.get(res, 0) + amount * n_members
-            at[g] = r
-            if r < n:
-                left.append(g)
-        todo = left
+            r += 1
+            for res, amount in prov:
+                got = avail[res] = avail.get(res, 0) + amount * n_members
+                heap = waiting.get(res)
+                while heap and heap[0][0] <= got:
+                    todo.append(heapq.heappop(heap)[1])
+        at[g] = r
     pos = []
     unbounded = []
     for g, r in at.items():
@@ -208,7 +235,6 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
-    ix = _Index(procs)
     best: set | None = None
     best_n = len(enabled)
     # threads first (a thread's next step is most often invisible to the rest), then async completions
@@ -216,6 +242,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
         order = sorted(enabled, key=lambda p: (-wins.get(p.key, 0), 0 if p.key[0] == "g" else 1))
     else:
         order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
+    ix = _Index(procs)
     for seed in order:
         t = _close(ix, frozenset((seed.key,)), budgets, best_n)
         if t is None:
@@ -223,7 +250,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
         n = sum(1 for k in t if ix.enabled[ix.where[k]])
         if n < best_n:
             best, best_n = set(t), n
-            if n == 1:
+            if n == 1 or len(t) == len(_bundled(ix, frozenset((seed.key,)))):  # one move: none is smaller
                 if wins is not None:
                     wins[seed.key] = wins.get(seed.key, 0) + 1
                 break
@@ -265,6 +292,48 @@ def _bundled(ix: "_Index", t: frozenset) -> frozenset:
     return t | extra if extra else t
 
 
+def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, int]) -> dict:
+    """Per object the counted and byte operations may touch (entry, how many processes run it): how loud
+    they are. Below the budget no phase can complete: all quiet operations commute."""
+    totals: dict = {}
+    expects: dict = {}
+    lands: dict = {}
+    for e, times in counted:
+        obj = e[0]
+        if e[1] in _COUNTS:
+            totals[obj] = totals.get(obj, 0) + e[2] * times
+            if len(e) > 3:  # a negative expectation: the balance below does not follow it
+                expects[obj] = None if e[3] < 0 or expects.get(obj, 0) is None else expects.get(obj, 0) + e[3] * times
+        elif e[1] == "t":
+            totals.setdefault(obj, 0)
+            nbytes = e[2] if len(e) > 2 else None
+            lands[obj] = None if nbytes is None or nbytes <= 0 or lands.get(obj, 0) is None \
+                else lands.get(obj, 0) + nbytes * times
+    loud: dict = {}
+    for obj, total in totals.items():
+        budget = budgets.get(obj, 0)
+        if total > budget:
+            loud[obj] = _LOUD
+        elif total == budget:
+            loud[obj] = _BALANCED if _balanced(budgets.get((obj, "tx")), expects.get(obj, 0), lands.get(obj, 0)) \
+                else _COUNTED
+    return loud
+
+
+def _balanced(owed: tuple[int, int] | None, expects: int | None, lands: int | None) -> bool:
+    """Whether arrivals that use up the pending count and landings of positive byte counts commute.
+
+    With tx bytes owed now (`owed[0]`), the arrivals expecting `expects` more and landings of `lands`
+    bytes, all of them in any order: the phase can complete only once every arrival is in, and then
+    tx = owed + expects - (bytes landed so far) stays above 0 while a landing is still out, when
+    owed + expects >= lands; so no operation but the last can complete it, whatever the order.
+    `owed[1]` bounds |tx| (the range fault): no order may pass it."""
+    if owed is None or expects is None or lands is None:
+        return False
+    tx, limit = owed
+    return tx + expects >= lands and abs(tx) + expects + lands <= limit
+
+
 def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | None:
     """One step of the closure: `t` itself when it is persistent, None when it would hold everything."""
     procs = ix.procs
@@ -290,20 +359,8 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
                 found.append((members, e))
         if found:
             by_obj[obj] = found
-    loud: dict = {}
-    totals: dict = {}
-    counted = [(e, 1) for fp in head_fps for e in fp] + [(e, len(mem)) for lst in by_obj.values() for mem, e in lst]
-    for e, times in counted:
-        if e[1] == "c":
-            totals[e[0]] = totals.get(e[0], 0) + e[2] * times
-        elif e[1] == "t":
-            totals.setdefault(e[0], 0)
-    for obj, total in totals.items():
-        budget = budgets.get(obj, 0)
-        if total > budget:
-            loud[obj] = 2
-        elif total == budget:
-            loud[obj] = 1
+    loud = _loudness([(e, 1) for fp in head_fps for e in fp]
+                     + [(e, len(mem)) for lst in by_obj.values() for mem, e in lst], budgets)
     add: set = set()
     for fp in head_fps:
         for e in fp:
@@ -316,9 +373,10 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
         if h.enabled:
             continue
         op = h.ops[0] if h.ops else None
-        if op is None or op.needs is None or op.needs(avail):
+        needs = None if op is None else op.needs
+        if needs is None or unmet(needs, avail) is None:
             # it could be enabled from outside T: bring in whoever provides what it needs
-            wanted = set(op.need_resources) if op is not None else set()
+            wanted = {r for r, _ in needs} if needs else set()
             for i, key in enumerate(ix.keys):
                 if key in t or key in add:
                     continue
@@ -337,23 +395,25 @@ class Reduced:
         self.system = system
         self.reduced_states = 0
         self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
+        # a system that maps states to a canonical one (symmetry) may offer its successors before the
+        # mapping: only the persistent ones are then mapped (the choice depends on the state alone)
+        self._raw = getattr(system, "raw_successors", system.successors)
+        self._canon = getattr(system, "canon_successors", None)
 
     def initial(self) -> Any:
         return self.system.initial()
 
     def successors(self, state: Any) -> list:
-        succ = self.system.successors(state)
-        if len(succ) <= 1:
-            return succ
-        keys = {self.system.process_of(a) for a, _, _ in succ}
-        if len(keys) <= 1:
-            return succ
-        procs, budgets = self.system.processes(state, keys)
-        t = persistent(procs, budgets, self.wins)
-        if t is None:
-            return succ
-        self.reduced_states += 1
-        return [x for x in succ if self.system.process_of(x[0]) in t]
+        succ = self._raw(state)
+        if len(succ) > 1:
+            keys = {self.system.process_of(a) for a, _, _ in succ}
+            if len(keys) > 1:
+                procs, budgets = self.system.processes(state, keys)
+                t = persistent(procs, budgets, self.wins)
+                if t is not None:
+                    self.reduced_states += 1
+                    succ = [x for x in succ if self.system.process_of(x[0]) in t]
+        return succ if self._canon is None else self._canon(succ)
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:
         return self.system.terminal_findings(state)

@@ -48,7 +48,8 @@ def _complete_if_ready(b: Barrier, events: list[str]) -> Barrier:
 def arrive(b: Barrier | None, count: int, who, events: list[str], tx: int = 0, first: bool = True) -> Barrier | None:
     """One thread's `arrive [count c] [expect_tx tx]` (PTX 9.7.13.15.7, .13).
 
-    `who` names the arriving thread (its class and ring round) for the double-arrival check;
+    `who` names the arriving thread (its class and ring round) for the double-arrival check
+    (None: a thread that cannot arrive twice in one round, left out of the record);
     `first=False` for the later threads of one class arriving together, which are distinct
     threads (the class is recorded once per phase)."""
     if b is None:
@@ -65,9 +66,10 @@ def arrive(b: Barrier | None, count: int, who, events: list[str], tx: int = 0, f
     if count > b.pending:
         events.append(FAULT_OVER)
         return b
-    if first and who in b.arrivers:
+    record = first and who is not None
+    if record and who in b.arrivers:
         events.append(DOUBLE)
-    b = Barrier(b.phase, b.pending - count, b.expected, b.tx, b.arrivers | {who} if first else b.arrivers)
+    b = Barrier(b.phase, b.pending - count, b.expected, b.tx, b.arrivers | {who} if record else b.arrivers)
     return _complete_if_ready(b, events)
 
 

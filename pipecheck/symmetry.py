@@ -89,6 +89,13 @@ class Symmetric:
     def successors(self, s: State) -> list:
         return [(a, self.canon(t), f) for a, t, f in self.model.successors(s)]
 
+    def raw_successors(self, s: State) -> list:
+        """The model's successors of s, not yet canonical (por.Reduced maps only those it keeps)."""
+        return self.model.successors(s)
+
+    def canon_successors(self, succ: list) -> list:
+        return [(a, self.canon(t), f) for a, t, f in succ]
+
     def step(self, s: State, action: Any):
         t, f = self.model.step(s, action)
         return self.canon(t), f
@@ -157,8 +164,12 @@ class Symmetric:
         for members in self.warp_groups:
             # where the warps stand tells them apart most of the time; the whole signature breaks ties
             keys: list = [pickle.dumps(tuple(s.locs[c] for c in cls), 5) for _, cls in members]
-            if len(set(keys)) < len(keys):
-                keys = [(k, self._signature(s, cls, (), where)) for k, (where, cls) in zip(keys, members)]
+            if len(set(keys)) < len(keys):  # only warps that stand together need the rest of the signature
+                seen: dict = {}
+                for k in keys:
+                    seen[k] = seen.get(k, 0) + 1
+                keys = [(k, self._signature(s, cls, (), where) if seen[k] > 1 else b"")
+                        for k, (where, cls) in zip(keys, members)]
             order = sorted(range(len(members)), key=keys.__getitem__)
             if order == list(range(len(members))):
                 continue

@@ -58,6 +58,13 @@ def test_usage_errors_exit_2(argv, needle, monkeypatch):
     assert "Traceback" not in err
 
 
+def test_an_override_outside_its_range_is_one_error_not_one_per_use(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, _, err = cli("verify", "specs/deepgemm_sm90_fp8.pipe", "-D", "STAGES=1")  # STAGES sizes five arrays
+    assert code == 2
+    assert err.count("error:") == 1 and "outside the declared range 3..8" in err
+
+
 MALFORMED = {
     "syntax": ("kernel k {\n  role p warp {\n    wait full[0] parity\n  }\n}\n", 4, "unexpected"),
     "unclosed": ("kernel k {\n  role p warp {\n", 2, "'}' is missing"),

@@ -1,0 +1,101 @@
+"""Arrivals the reduction may reorder: once-per-round arrives, unit arrivals, balanced tx bytes.
+
+An arrive a thread cannot issue twice in one ring round is left out of the barrier's per-phase
+record of arrivers (it can never be a double arrival), so plain single arrivals commute in any
+order; landings whose bytes cannot complete a phase before the last of them commute too; a
+consumer of a barrier that multicast loads complete on needs the bytes it waits for (the
+reduction's `tight` need). tests/test_reductions.py checks on the whole corpus that none of this
+changes a verdict.
+"""
+from __future__ import annotations
+
+from pipecheck import por
+from pipecheck import semantics as S
+from pipecheck.explore import Limits
+from pipecheck.verify import Options, verify_file
+from conftest import ROOT
+
+RING = (ROOT / "examples" / "ring.pipe").read_text()
+RELEASE = "      if thread == 0 { arrive empty[st.index] }\n"
+SMALL = (("STAGES", 2), ("K_TILES", 4))
+
+
+def arrives(result) -> dict[str, list[bool]]:
+    """Per thread class, whether each of its arrives is once per ring round."""
+    model = result.runs[0].model
+    return {model.classes[c].label: [i.once for i in model.code[c] if i.op == "arrive"]
+            for c in range(len(model.classes))}
+
+
+def run(path, **kw):
+    kw.setdefault("limits", Limits(max_states=100_000))
+    kw.setdefault("overrides", SMALL)
+    return verify_file(str(path), Options(**kw))
+
+
+def test_a_ring_arrive_followed_by_advance_is_once_per_round(spec):
+    result = run(spec(RING))
+    assert result.verdict == "verified"
+    assert all(all(once) for once in arrives(result).values()) and arrives(result)
+
+
+def test_a_second_arrive_in_the_same_round_is_recorded_and_found(spec):
+    result = run(spec(RING.replace(RELEASE, RELEASE * 2)))
+    releasing = [once for label, once in arrives(result).items() if label.startswith("consumer") and once]
+    assert releasing and all(once == [False, False] for once in releasing)  # both: either may come first
+    assert "double-arrive" in {i.code for i in result.issues}
+
+
+def test_a_ring_restarted_in_a_loop_repeats_its_rounds(spec):
+    text = RING.replace("    ring st(STAGES)\n    for k in 0 .. K_TILES {\n",
+                        "    for k in 0 .. K_TILES {\n      ring st(STAGES)\n")
+    assert text != RING
+    releasing = [once for label, once in arrives(run(spec(text), limits=Limits(max_states=10))).items()
+                 if label.startswith("consumer") and once]
+    assert releasing and all(once == [False] for once in releasing)
+
+
+def test_the_planted_double_arrival_is_still_recorded():
+    result = run(ROOT / "examples" / "bugs" / "double_arrive.pipe", overrides=())
+    assert arrives(result)["consumer[0] thread 0"] == [False, False]
+    assert "double-arrive" in {i.code for i in result.issues}
+
+
+def test_unit_arrivals_commute_past_the_pending_count():
+    bar = ("bar", 0)
+    loud = {bar: por._LOUD}
+    assert not por._conflict(((bar, "u", 1, 0),), ((bar, "u", 1, 0),), loud)
+    assert por._conflict(((bar, "c", 1, 0),), ((bar, "c", 1, 0),), loud)
+    assert por._conflict(((bar, "u", 1, 0),), ((bar, "r"),), loud)  # a waiter sees which arrival completes
+
+
+def test_landings_balance_when_no_order_completes_the_phase_early():
+    bar = ("bar", 0)
+    limit = S.MAX_TX
+
+    def level(owed: int, pending: int, *entries) -> int:
+        return por._loudness([(e, 1) for e in entries], {bar: pending, (bar, "tx"): (owed, limit)}).get(bar, 0)
+
+    # the producer's arrive.expect_tx is in: two loads of 64 bytes owe 128, landing in either order
+    assert level(128, 0, (bar, "t", 64), (bar, "t", 64)) == por._BALANCED
+    # a third landing of the next phase could complete this one early, in some orders
+    assert level(128, 0, (bar, "t", 64), (bar, "t", 64), (bar, "t", 64)) == por._COUNTED
+    # bytes landed before the arrive.expect_tx (tx below 0): the arrival and the last landing balance
+    assert level(-64, 1, (bar, "c", 1, 128), (bar, "t", 64)) == por._BALANCED
+    # a thread's own expect_tx / complete_tx: bytes the balance does not follow
+    assert level(128, 0, (bar, "t", None), (bar, "t", 64)) == por._COUNTED
+    # arrivals still owed beyond these: nothing can complete, everything commutes
+    assert level(128, 2, (bar, "c", 1, 0), (bar, "t", 64)) == por._SILENT
+    assert not por._conflict(((bar, "t", 64),), ((bar, "t", 64),), {bar: por._BALANCED})
+    assert por._conflict(((bar, "t", 64),), ((bar, "r"),), {bar: por._BALANCED})
+
+
+def test_only_multicast_barriers_make_consumers_wait_for_their_bytes():
+    deepgemm = run(ROOT / "specs" / "deepgemm_sm90_fp8.pipe", lockstep=True, limits=Limits(max_states=1), overrides=())
+    model = deepgemm.runs[0].model
+    names = model.layout.bar_names
+    least = {names[g].split("[")[0]: v for g, v in enumerate(model.futures.tx_least)}
+    assert least["cta0.full" if "cta0.full" in least else "full"] == 128 * 128 * 2 + 512
+    assert all(v == 0 for n, v in least.items() if "empty" in n)
+    coop = run(ROOT / "specs" / "cutlass_sm90_cooperative.pipe", limits=Limits(max_states=1), overrides=())
+    assert not any(coop.runs[0].model.futures.tx_least)
