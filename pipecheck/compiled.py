@@ -116,10 +116,8 @@ def once_per_round(prog: Program) -> frozenset[int]:
     restarted = {ins.args[0] for pc, ins in enumerate(prog.instrs) if ins.op == RING and _on_cycle(succ, pc)}
 
     def ring_of(ins) -> int | None:
-        for i in ins.args[0].indices:
-            if isinstance(i, RRing) and i.attr == "index" and i.slot not in restarted:
-                return i.slot
-        return None
+        i = _ring_index(ins.args[0])
+        return i.slot if i is not None and i.slot not in restarted else None
 
     entry: list[frozenset | None] = [None] * n  # (array, ring, pc of the arrival)
     entry[0] = frozenset()
@@ -200,16 +198,21 @@ def compile_ref(layout: Layout, ref: RRef, site: int, barrier: bool) -> RefFn:
     return f
 
 
+def _ring_index(ref: RRef) -> RRing | None:
+    """The ring whose `.index` indexes `ref` (`empty[st.index]`), if any."""
+    return next((i for i in ref.indices if isinstance(i, RRing) and i.attr == "index"), None)
+
+
 def _round(ref: RRef):
     """For a barrier indexed by a ring (`empty[st.index]`): which round of the ring an arrival belongs to.
 
     Two arrivals by one thread on one barrier phase are a double arrival only when they
     belong to the same round; an arrival of the next round landing early is phase drift."""
-    for i in ref.indices:
-        if isinstance(i, RRing) and i.attr == "index":
-            slot, stages = i.slot, i.stages
-            return lambda env, slot=slot, stages=stages: (slot, env[slot] // stages)
-    return None
+    i = _ring_index(ref)
+    if i is None:
+        return None
+    slot, stages = i.slot, i.stages
+    return lambda env, slot=slot, stages=stages: (slot, env[slot] // stages)
 
 
 def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CInstr]:

@@ -38,7 +38,6 @@ class Futures:
         self.ops_cache: dict[tuple, list[Op]] = {}
         self.coll_cache: dict[tuple, tuple] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
-        lay = model.layout
         self.written = [self._written(c) for c in range(len(model.classes))]
         self.tx_least = self._tx_least()
 
@@ -269,9 +268,8 @@ class Futures:
             d = descs[j]
             kind = d[0]
             if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
-                b = now
                 lv = level.get(d[1], 0)
-                if b is not None and not S.wait_passes(b, d[2], lv):
+                if now is not None and not S.wait_passes(now, d[2], lv):
                     level[d[1]] = lv + 1
                 ops[j] = self._wait(s, d, lv)
             elif kind == "cwait":  # the generations before this one: their thread counts
@@ -279,7 +277,7 @@ class Futures:
                 level[d[1]] = before + d[2]
                 ops[j] = self._cwait(d, now, before)
             else:
-                ops[j] = self.op(s, d, colls)
+                ops[j] = self.op(s, d)
         if len(self.ops_cache) >= _OPS_CACHE:
             self.ops_cache.clear()
         self.ops_cache[key] = ops
@@ -337,12 +335,12 @@ class Futures:
             hit = self.op_cache[key] = Op((), needs=((res, want - now),))
         return hit
 
-    def op(self, s: "State", d: tuple, colls: dict | None = None) -> Op:
+    def op(self, s: "State", d: tuple) -> Op:
         kind = d[0]
         if kind == "wait":  # depends on the barrier's counts only
             return self._wait(s, d, 0)
         if kind == "cwait":  # on the arrivals at the collective so far
-            return self._cwait(d, (colls if colls is not None else {k: a for k, a, _ in s.colls}).get(d[1], 0), 0)
+            return self._cwait(d, next((a for k, a, _ in s.colls if k == d[1]), 0), 0)
         if kind == "mwait":
             key: tuple = (d, s.mmas[d[1]][0])
         elif kind == "wgroup":  # on the bulk groups of the thread still reading / writing

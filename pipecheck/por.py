@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 Footprint = tuple[tuple, ...]
 
 # Loudness of an object in one closure step: what its quiet ("r", "c", "t") operations may do.
-_SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 3, 2
+_SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 2, 3
 
 
 NEVER: tuple[tuple[Any, int], ...] = ((("never",), 1),)  # needs of an op nothing can enable (nobody provides it)
@@ -50,10 +50,6 @@ class Op:
     # the op and its spawns together (derived): what the reduction walks
     all_provides: tuple[tuple[Any, int], ...] = field(init=False, repr=False, compare=False)
     all_footprint: Footprint = field(init=False, repr=False, compare=False)
-
-    @property
-    def need_resources(self) -> tuple:
-        return tuple(r for r, _ in self.needs) if self.needs else ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "all_provides", self.provides + tuple(x for sp in self.spawns for x in sp.provides))
@@ -296,19 +292,18 @@ def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, int]) -> d
     """Per object the counted and byte operations may touch (entry, how many processes run it): how loud
     they are. Below the budget no phase can complete: all quiet operations commute."""
     totals: dict = {}
-    expects: dict = {}
-    lands: dict = {}
+    expects: dict = {}  # bytes the arrivals expect; None once one the balance cannot follow (negative)
+    lands: dict = {}  # bytes that land; None once a byte operation is not a landing of known size
     for e, times in counted:
         obj = e[0]
         if e[1] in _COUNTS:
             totals[obj] = totals.get(obj, 0) + e[2] * times
-            if len(e) > 3:  # a negative expectation: the balance below does not follow it
-                expects[obj] = None if e[3] < 0 or expects.get(obj, 0) is None else expects.get(obj, 0) + e[3] * times
+            if len(e) > 3:
+                _add(expects, obj, e[3] * times if e[3] >= 0 else None)
         elif e[1] == "t":
             totals.setdefault(obj, 0)
             nbytes = e[2] if len(e) > 2 else None
-            lands[obj] = None if nbytes is None or nbytes <= 0 or lands.get(obj, 0) is None \
-                else lands.get(obj, 0) + nbytes * times
+            _add(lands, obj, nbytes * times if nbytes is not None and nbytes > 0 else None)
     loud: dict = {}
     for obj, total in totals.items():
         budget = budgets.get(obj, 0)
@@ -318,6 +313,12 @@ def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, int]) -> d
             loud[obj] = _BALANCED if _balanced(budgets.get((obj, "tx")), expects.get(obj, 0), lands.get(obj, 0)) \
                 else _COUNTED
     return loud
+
+
+def _add(sums: dict, obj: Any, amount: int | None) -> None:
+    """sums[obj] += amount, where None (unknown) absorbs everything."""
+    have = sums.get(obj, 0)
+    sums[obj] = None if have is None or amount is None else have + amount
 
 
 def _balanced(owed: tuple[int, int] | None, expects: int | None, lands: int | None) -> bool:

@@ -11,6 +11,7 @@ with that state layout; switch it off with --no-symmetry.
 from __future__ import annotations
 
 import pickle
+from collections import Counter
 from typing import Any
 
 from .model import Model, State
@@ -87,7 +88,7 @@ class Symmetric:
         return self.canon(self.model.initial())
 
     def successors(self, s: State) -> list:
-        return [(a, self.canon(t), f) for a, t, f in self.model.successors(s)]
+        return self.canon_successors(self.model.successors(s))
 
     def raw_successors(self, s: State) -> list:
         """The model's successors of s, not yet canonical (por.Reduced maps only those it keeps)."""
@@ -165,9 +166,7 @@ class Symmetric:
             # where the warps stand tells them apart most of the time; the whole signature breaks ties
             keys: list = [pickle.dumps(tuple(s.locs[c] for c in cls), 5) for _, cls in members]
             if len(set(keys)) < len(keys):  # only warps that stand together need the rest of the signature
-                seen: dict = {}
-                for k in keys:
-                    seen[k] = seen.get(k, 0) + 1
+                seen = Counter(keys)
                 keys = [(k, self._signature(s, cls, (), where) if seen[k] > 1 else b"")
                         for k, (where, cls) in zip(keys, members)]
             order = sorted(range(len(members)), key=keys.__getitem__)
