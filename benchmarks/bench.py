@@ -9,6 +9,7 @@ prints a table. Ratios are pipecheck / SPIN, from the same run.
     python benchmarks/bench.py --quick          # only the small rows
     python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
     python benchmarks/bench.py --only-reductions --reduction-row 4/8/2   # only that table
+    python benchmarks/bench.py --only-every     # --every K_TILES against ordinary runs at K = 16, 32, 64
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def measure(s: int, k: int, c: int, variant: str, extra: list[str], timeout_s: f
             "m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024;"
             "print(json.dumps({'out':p.stdout,'err':p.stderr,'wall':w,'peak':m}))")
     spec = HERE / "specs" / f"ring_{variant}.pipe"
+    ks = ["-D", f"K_TILES={k}"] if k is not None else ["--every", "K_TILES"]
     cmd = [sys.executable, "-c", code, sys.executable, "-m", "pipecheck", "verify", str(spec),
-           "-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"CONSUMERS={c}", "--format", "json", *extra]
+           "-D", f"STAGES={s}", *ks, "-D", f"CONSUMERS={c}", "--format", "json", *extra]
     try:
         wrapper = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -67,7 +69,9 @@ def measure(s: int, k: int, c: int, variant: str, extra: list[str], timeout_s: f
         return {"verdict": "error: " + info["err"].strip()[-200:], "states": None, "wall_s": info["wall"],
                 "peak_mb": info["peak"]}
     codes = sorted({f["code"] for f in data["findings"]})
-    return {"verdict": ", ".join(codes) if codes else data["verdict"], "states": data["stats"]["states"],
+    every = data.get("every") or {}
+    return {"verdict": ", ".join(codes) if codes else data["verdict"],
+            "states": every.get("states", data["stats"]["states"]), "witness": every.get("witness"),
             "wall_s": info["wall"], "peak_mb": info["peak"]}
 
 
@@ -115,6 +119,32 @@ def reductions_table(row: str, timeout_s: float) -> None:
               f"{fmt(pc['peak_mb'], ',.0f')} | {fmt(per, ',.0f')} |", flush=True)
 
 
+EVERY_ROWS = [(4, 2, "fixed"), (4, 4, "fixed"), (6, 4, "fixed"), (4, 2, "bug3722")]  # (S, C, variant)
+EVERY_KS = (16, 32, 64)  # the declared range of K_TILES ends at 64
+
+
+def every_table(timeout_s: float) -> None:
+    """`--every K_TILES` (one run for every K) next to ordinary runs at a few K, for the same S/C."""
+    print()
+    print("pipecheck --every K_TILES (the loop-offset abstraction: one run for every K_TILES >= 1) next to ordinary "
+          f"runs at K_TILES = {', '.join(map(str, EVERY_KS))} (whole processes, capped at {timeout_s:.0f} s a run):")
+    cols = "".join(f" K={k} states | K={k} s |" for k in EVERY_KS)
+    print(f"| S/C | model | --every verdict | --every states | --every s | --every MB |{cols}")
+    print("|" + "---|" * (6 + 2 * len(EVERY_KS)))
+    for s, c, variant in EVERY_ROWS:
+        ev = measure(s, None, c, variant, [], timeout_s)
+        verdict = ev["verdict"] + (f" (smallest K: {ev['witness']})" if ev.get("witness") else "")
+        cells = ""
+        for k in EVERY_KS:
+            pc = measure(s, k, c, variant, [], timeout_s)
+            cells += f" {fmt(pc['states'], ',')} | {fmt(pc['wall_s'], '.2f')} |"
+        print(f"| {s}/{c} | {variant} | {verdict} | {fmt(ev['states'], ',')} | {fmt(ev['wall_s'], '.2f')} | "
+              f"{fmt(ev['peak_mb'], ',.0f')} |{cells}", flush=True)
+    print()
+    print("The --every state count is that of the folded exploration, which does not depend on K; a finding is "
+          "shown by an ordinary run at the smallest K with a finding (included in the time).")
+
+
 def compile_package() -> None:
     """Byte-compile pipecheck as `pip install` does, so no row pays for compiling its sources
     (an editable install under PYTHONDONTWRITEBYTECODE would recompile them in every process)."""
@@ -133,8 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-reductions", action="store_true", help="only the reductions table (no SPIN)")
     ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
     ap.add_argument("--reduction-timeout", type=float, default=300.0, help="seconds per reductions-table run")
+    ap.add_argument("--every", action="store_true", help="also the --every K_TILES table (one run for every K)")
+    ap.add_argument("--only-every", action="store_true", help="only the --every K_TILES table (no SPIN)")
     args = ap.parse_args(argv)
     compile_package()
+    if args.only_every:
+        print(f"machine: {machine()}; python {platform.python_version()}")
+        every_table(max(args.timeout, 600))
+        return 0
     if args.only_reductions:
         print(f"machine: {machine()}; python {platform.python_version()}")
         reductions_table(args.reduction_row, args.reduction_timeout)
@@ -167,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
           "bound (marked), and its state count is a lower bound of SPIN's state space.")
     if args.reductions:
         reductions_table(args.reduction_row, args.reduction_timeout)
+    if args.every:
+        every_table(max(args.timeout, 600))
     return 0
 
 

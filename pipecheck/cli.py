@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                    "(for measurement)")
     v.add_argument("--lockstep", action="store_true",
                    help="each warp reconverges at the end of every branch (default: lanes run apart after divergence)")
+    v.add_argument("--every", metavar="PARAM", default=None,
+                   help="verify every value of a loop-bound parameter at once (the loop-offset abstraction); a "
+                        "finding is shown at the smallest value with one")
     v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
                    help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
     v.add_argument("--depth", type=_positive_int, default=30, help="the bound of --engine bmc (transitions)")
@@ -347,7 +350,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
                       stop_at_first=not args.all),
         reduce=not args.no_reduction, lockstep=args.lockstep, symmetry=not args.no_symmetry,
         counter=args.counter, compact=not args.no_compact,
-        all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth,
+        all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth, every=args.every,
     )
     out = stdout
     if args.output:

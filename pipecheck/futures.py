@@ -28,8 +28,9 @@ _OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory
 
 
 class Futures:
-    def __init__(self, model: "Model"):
+    def __init__(self, model: "Model", horizon: int = FUTURE_HORIZON):
         self.m = model
+        self.horizon = horizon
         self.cache: dict = {}
         self.op_cache: dict = {}
         self.prov_cache: dict = {}
@@ -123,7 +124,7 @@ class Futures:
                 if len(nxt) != 1:
                     raise EvalError("", -1)
                 pc, env = nxt[0]
-            for _ in range(FUTURE_HORIZON):
+            for _ in range(self.horizon):
                 ins = code[pc]
                 op = ins.op
                 env2 = env

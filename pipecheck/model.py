@@ -8,7 +8,7 @@ transition touches shared state. Findings are raised by the transition that show
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from . import semantics as S
 from .check import CheckedKernel
@@ -23,6 +23,7 @@ from .layout import Layout
 from .lower import ThreadClass
 
 MAX_LOCAL_STEPS = 1_000_000
+FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (offset.FAR)
 EMPTY = -1  # tile tag of a buffer nothing has written
 CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
 
@@ -51,8 +52,11 @@ Action = tuple
 class Model:
     """The explorer-facing transition system for one configuration."""
 
-    def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False):
+    def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
+                 every: "Any" = None):
         self.kernel = kernel
+        # --every K (offset.Plan): per class, its loop guards over K; None for an ordinary run
+        self.kplans = [every.classes[cl.id] for cl in classes] if every is not None else None
         self.lockstep = lockstep
         self.classes = classes
         self.sites = sites
@@ -88,7 +92,7 @@ class Model:
         self.reconv = self._reconvergence_counts()
         self.uses_init = any(i.op in (INIT, FENCE_INIT) for cl in classes for i in cl.program.instrs)
         self.partners = self._lockstep_partners() if lockstep else {}
-        self.futures = Futures(self)
+        self.futures = Futures(self) if every is None else Futures(self, every.horizon)
 
     def _lockstep_partners(self) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
         """--lockstep: the classes of one warp that execute a statement execute it together (SIMT).
@@ -124,6 +128,8 @@ class Model:
         out: list[tuple[int, tuple]] = []
         stack = [(pc, env)]
         budget = MAX_LOCAL_STEPS
+        kp = self.kplans[c] if self.kplans is not None else None
+        crossed: set = set()
         while stack:
             pc, env = stack.pop()
             while True:
@@ -136,6 +142,9 @@ class Model:
                     env = env[:ins.a] + (ins.b(env),) + env[ins.a + 1:]
                     pc += 1
                 elif op is BRANCH:
+                    if kp is not None and pc in kp.guards and env[kp.kslot] == FAR_K:
+                        env, pc = self._local_loop(kp, pc, env, ins, crossed)
+                        continue
                     pc = pc + 1 if ins.a(env) else ins.target
                 elif op is JUMP:
                     pc = ins.target
@@ -161,15 +170,32 @@ class Model:
             out.reverse()
         return out
 
+    @staticmethod
+    def _local_loop(kp: Any, pc: int, env: tuple, ins: CInstr, crossed: set) -> tuple[tuple, int]:
+        """--every, K far: a guard crossing. Crossing it twice in one step with the same registers but for the
+        counters means the body has no visible statement on this path, for any K: the loop is left at once,
+        with its counters dead (for every K the thread would leave it with nothing else changed)."""
+        key = (pc, tuple(None if i in kp.family else v for i, v in enumerate(env)))
+        if key not in crossed:
+            crossed.add(key)
+            return env, pc + 1
+        if kp.exit_live[pc]:
+            raise EvalError("--every: the loop body has no visible statement on this thread's path and its "
+                            "counters are used after the loop, so where it ends depends on K", ins.site)
+        return tuple(None if i in kp.family else v for i, v in enumerate(env)), ins.target
+
     def canon(self, c: int, pc: int, env: tuple) -> tuple:
         live = self.code[c][pc].live
         return env if live is None else tuple(v if keep else None for v, keep in zip(env, live))
 
     # ------------------------------------------------------------ the interface
-    def initial(self) -> State:
+    def initial(self, k: int | None = None) -> State:
+        """The start; with --every, `k` is the value of the loop bound every thread reads (FAR_K: far)."""
         locs = []
         for cl in self.classes:
             env = [None] * cl.program.nslots
+            if self.kplans is not None:
+                env[self.kplans[cl.id].kslot] = FAR_K if k is None else k
             for ins in cl.program.instrs:  # hidden counters start at 0
                 if ins.op in (MMA, MMA_WAIT, MMA_COMMIT, COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE):
                     env[ins.args[-1]] = 0

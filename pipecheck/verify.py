@@ -50,6 +50,7 @@ class Options:
     # "warps" / "threads": each warp / thread of a class is its own process (for measurement)
     counter: str = "classes"
     compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
+    every: str | None = None  # --every K: one folded exploration for every value of this loop bound (every.py)
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Result:
     stopped: str | None = None
     static: list[Diagnostic] = field(default_factory=list)
     plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
+    every: object = None  # every.Every: what a --every run said for all values of the bound
 
     @property
     def exit_code(self) -> int:
@@ -129,6 +131,9 @@ def verify_file(path: str, options: Options = Options(),
     """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong.
 
     `reuse`: the plan and sources of an earlier run with the same parameters (no re-parsing)."""
+    if options.every is not None:
+        from .every import verify_every  # noqa: PLC0415 (every.py builds on this module)
+        return verify_every(path, options, progress)
     start = time.perf_counter()
     if reuse is not None:
         plan, sources = replace(reuse[0], seconds=dict(reuse[0].seconds)), reuse[1]

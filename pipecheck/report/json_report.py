@@ -61,7 +61,7 @@ def to_dict(result: Result) -> dict:
         })
     static = [{"code": d.code, "severity": d.severity, "message": d.message, "location": _loc(d.span)} for d in result.static]
     from .. import __version__
-    return {
+    out = {
         "schema": SCHEMA,
         "tool": {"name": "pipecheck", "version": __version__},
         "spec": result.spec,
@@ -87,6 +87,11 @@ def to_dict(result: Result) -> dict:
                        "max_memory_mb": result.options.limits.max_memory_mb},
         },
     }
+    e = result.every
+    if e is not None:  # --every: what the loop-offset run said for every value of the bound
+        out["every"] = {"param": e.name, "from": e.lo, "states": e.states, "found": list(e.codes),
+                        "witness": e.witness_k, "stopped": e.stopped}
+    return out
 
 
 def render_json(result: Result) -> str:

@@ -1,0 +1,136 @@
+"""`verify --every K`: one exploration for every value of a loop bound (offset.py), then a witness.
+
+The kernel is lowered at two values of K; the programs must differ only in K + c constants,
+which become a register. The folded exploration decides the verdict for every K at least the
+declared lower bound. When it finds something, the concrete runs K = lo, lo + 1, ... look
+for the smallest K with a finding, so the counterexample is an ordinary one, at that K.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .check import check_kernel
+from .compact import Interner
+from .configs import config_classes
+from .diagnostics import SpecError, error
+from .explore import Exploration, explore
+from .ir import EvalError
+from .lower import resolve_roles
+from .model import Model
+from .offset import Offset, Refused, plan as offset_plan, refusal
+from .por import Reduced
+from .symbolic import sweep
+from .symmetry import Symmetric
+
+
+@dataclass
+class Every:
+    """What a --every run says beside the ordinary result."""
+
+    name: str
+    lo: int
+    states: int  # states of the folded exploration (all configuration classes)
+    seconds: float
+    codes: tuple[str, ...]  # what the folded exploration found (empty: verified for every K >= lo)
+    witness_k: int | None = None  # the smallest K whose ordinary run has a finding
+    stopped: str | None = None
+
+
+def verify_every(path: str, options, progress: Callable | None = None):
+    """The result for every value of `options.every`; raises SpecError when the abstraction does not apply."""
+    from .verify import Result, Run, verify_file, _spec_error  # noqa: PLC0415 (verify imports this module)
+    start = time.perf_counter()
+    name = options.every
+    if any(n == name for n, _ in options.overrides):
+        raise error("usage", f"--every {name} covers every value of {name}: drop -D {name}", None)
+    if options.all_params or options.engine != "explicit":
+        raise error("usage", "--every cannot be combined with --all-params or --engine bmc", None)
+    sources: dict[str, str] = {}
+    p = sweep.plan(path, options.overrides, False, (), sources)
+    param = next((q for q in p.kernel.params if q.name == name), None)
+    if param is None:
+        raise error("usage", f"--every {name}: the kernel has no parameter '{name}'", None)
+    lo = param.lo if param.lo is not None else 0
+    ka, kb = (param.hi, param.hi - 1) if param.hi is not None and param.hi - 1 >= lo else (param.value, param.value + 1)
+    kernels, lowered = [], []
+    for k in (ka, kb):
+        kern = check_kernel(p.ast, p.procs, dict(options.overrides) | {name: k}, p.display)
+        codes, sites = resolve_roles(kern, sources, options.lockstep)
+        try:
+            cc = config_classes(kern, codes, options.elect, {})
+        except EvalError as exc:
+            raise _spec_error(exc, sites) from None
+        kernels.append(kern)
+        lowered.append((cc, sites))
+    (cca, sites), (ccb, _) = lowered
+    shape = lambda kern: sweep.exploration_key(kern, [])  # noqa: E731
+    if shape(kernels[0]) != shape(kernels[1]) or len(cca) != len(ccb):
+        raise refusal(Refused(f"{name} sizes a declaration or changes the configurations"), name, sites)
+    states = 0
+    found: list[str] = []
+    runs = []
+    stopped = None
+    depth = 0
+    near = 0
+    for a, b in zip(cca, ccb):
+        try:
+            from .offset import symbolic_programs  # noqa: PLC0415
+            progs = symbolic_programs([c.program for c in a.classes], [c.program for c in b.classes], ka, kb, name)
+            pl = offset_plan(name, lo, progs, sites)
+            near = max(near, pl.near)
+            classes = [dataclasses.replace(c, program=prog) for c, prog in zip(a.classes, progs)]
+            model = Model(kernels[0], classes, sites, options.lockstep, every=pl)
+            base = model
+            if options.symmetry:
+                sym = Symmetric(model)
+                base = sym if sym.active else model
+            folded = Offset(base, model, pl)
+        except Refused as exc:
+            raise refusal(exc, name, sites) from None
+        system = Reduced(folded) if options.reduce else folded
+        try:
+            exp: Exploration = explore(system, options.limits, progress, Interner() if options.compact else None)
+        except EvalError as exc:
+            raise _spec_error(exc, sites) from None
+        states += exp.states
+        depth = max([depth] + [len(f.path) for f in exp.found])
+        for f in exp.found:
+            if f.finding.code not in found:
+                found.append(f.finding.code)
+        runs.append(Run(a, model, exp, (), folded))
+        if exp.stopped and exp.stopped != "first-finding":
+            stopped = exp.stopped
+            break
+    info = Every(name, lo, states, time.perf_counter() - start, tuple(found), None, stopped)
+    if not found:
+        # the checks over parameters and byte accounting (no exploration) still speak, at the default point
+        static = verify_file(path, replace(options, every=None, explore=False))
+        if static.static:
+            static.every = info
+            return static
+        verdict = "inconclusive" if stopped else "verified"
+        res = Result(path, p.kernel, options, verdict, [], runs, sites, sources, [], time.perf_counter() - start,
+                     stopped, [], p)
+        res.every = info
+        return res
+    # the smallest K whose ordinary run has a finding: a counterexample in the user's numbers
+    bound = lo + depth + near + 1
+    concrete = replace(options, every=None)
+    last = None
+    for k in range(lo, bound + 1):
+        try:
+            r = verify_file(path, replace(concrete, overrides=tuple(options.overrides) + ((name, k),)))
+        except SpecError:
+            continue
+        last = r
+        if r.verdict == "findings":  # the first K with a finding (the folded run stopped at its first one)
+            info.witness_k = k
+            info.seconds = time.perf_counter() - start
+            r.every = info
+            return r
+    raise error("internal", f"--every {name}: the folded run found {', '.join(found)} but no run with {name} in "
+                f"{lo}..{bound} shows it; please report this spec", None) if last is not None else \
+        error("usage", f"--every {name}: no value of {name} in {lo}..{bound} is valid", None)

@@ -1,0 +1,146 @@
+"""--every K: the loop-offset abstraction verifies every value of a loop bound in one exploration.
+
+The verdict must agree with the ordinary runs at each K (a bug that needs K > STAGES is found, at
+the smallest K that has it; a correct ring verifies), its state count must not depend on K, and a
+spec outside the abstraction's rules is refused by name with exit code 2."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, cli
+from pipecheck.verify import Options, verify_file
+
+RING = ROOT / "benchmarks" / "specs" / "ring_fixed.pipe"
+RING_BUG = ROOT / "benchmarks" / "specs" / "ring_bug3722.pipe"
+RELEASE_AT_END = ROOT / "specs" / "ring_bug_release_at_end.pipe"
+
+NO_ACQUIRE = """
+kernel no_acquire {
+  arch sm_90
+  param STAGES = 2 in 1..8
+  param K = 2 in 1..64
+  smem A[STAGES] bytes 1024
+  mbarrier full[STAGES] count 1
+  mbarrier empty[STAGES] count 1
+  role producer warp {
+    ring st(STAGES, phase = 1)
+    if lane == 0 {
+      for k in 0 .. K {
+        arrive full[st.index] expect_tx 1024
+        tma_load A[st.index] tile k bytes 1024 barrier full[st.index]
+        advance st
+      }
+    }
+  }
+  role consumer warpgroup {
+    ring st(STAGES)
+    for k in 0 .. K {
+      wait full[st.index] parity st.phase
+      read A[st.index] tile k
+      if thread == 0 { arrive empty[st.index] }
+      advance st
+    }
+  }
+}
+"""
+
+
+def _first_finding_k(path, name: str, lo: int, hi: int, overrides=()) -> tuple[int | None, set]:
+    for k in range(lo, hi + 1):
+        r = verify_file(str(path), Options(overrides=tuple(overrides) + ((name, k),), check_scheduling=False))
+        if r.verdict == "findings":
+            return k, {i.code for i in r.issues}
+    return None, set()
+
+
+@pytest.mark.parametrize("path,overrides,upto", [
+    (RING, (("STAGES", 2), ("CONSUMERS", 1)), 9),
+    (RING_BUG, (("STAGES", 2), ("CONSUMERS", 1)), 3),
+    (RELEASE_AT_END, (("STAGES", 2),), 6),
+    (RELEASE_AT_END, (("STAGES", 3),), 6),
+], ids=["ring-fixed", "ring-bug3722", "release-at-end-2", "release-at-end-3"])
+def test_every_agrees_with_each_k(path, overrides, upto):
+    every = verify_file(str(path), Options(overrides=overrides, every="K_TILES", check_scheduling=False))
+    want_k, want_codes = _first_finding_k(path, "K_TILES", every.every.lo, upto, overrides)
+    assert every.every.witness_k == want_k
+    if want_k is None:
+        assert every.verdict == "verified"
+    else:
+        assert every.verdict == "findings"
+        assert {i.code for i in every.issues} & want_codes
+        assert set(every.every.codes) & want_codes
+
+
+def test_a_bug_past_the_ring_is_found_at_its_smallest_k(tmp_path):
+    spec = tmp_path / "no_acquire.pipe"
+    spec.write_text(NO_ACQUIRE)
+    # the default K = STAGES never reuses a stage: the ordinary run verifies
+    assert verify_file(str(spec), Options(check_scheduling=False)).verdict == "verified"
+    r = verify_file(str(spec), Options(every="K", check_scheduling=False))
+    assert r.verdict == "findings" and r.every.witness_k == 3
+    assert r.params["K"] == 3
+    assert _first_finding_k(spec, "K", 1, 3)[0] == 3
+
+
+def test_state_count_does_not_depend_on_k(tmp_path):
+    text = RING.read_text()
+    counts = []
+    for rng in ("1..16", "1..64", "1..200"):
+        p = tmp_path / f"ring_{rng.replace('..', '_')}.pipe"
+        p.write_text(text.replace("K_TILES   = 16 in 1..64", f"K_TILES   = 16 in {rng}"))
+        r = verify_file(str(p), Options(overrides=(("STAGES", 2), ("CONSUMERS", 1)), every="K_TILES"))
+        assert r.verdict == "verified"
+        counts.append(r.every.states)
+    assert len(set(counts)) == 1
+    # the ordinary runs grow with K
+    small, large = (verify_file(str(RING), Options(overrides=(("STAGES", 2), ("CONSUMERS", 1), ("K_TILES", k))))
+                    for k in (8, 32))
+    assert large.states > small.states
+
+
+@pytest.mark.parametrize("body,why", [
+    ("arrive full[st.index] expect_tx 1024 + K", "upper bound of a `for` loop"),
+    ("arrive full[st.index] expect_tx 1024 * K", "enters an expression other than K + constant"),
+    ("if k == 0 { arrive full[st.index] expect_tx 1024 } else { arrive full[st.index] expect_tx 1024 }",
+     "a loop counter is used other than in a tile tag"),
+])
+def test_refused_by_name(tmp_path, body, why):
+    text = NO_ACQUIRE.replace("arrive full[st.index] expect_tx 1024", body, 1)
+    p = tmp_path / "r.pipe"
+    p.write_text(text)
+    code, out, err = cli("verify", str(p), "--every", "K")
+    assert code == 2
+    assert why in err and "r.pipe:" in err and "[every]" in err
+
+
+def test_nested_loop_refused(tmp_path):
+    text = NO_ACQUIRE.replace("    for k in 0 .. K {\n      wait", "    for t in 0 .. 2 {\n    for k in 0 .. K {\n      wait")
+    text = text.replace("      advance st\n    }\n  }\n}", "      advance st\n    }\n    }\n  }\n}")
+    p = tmp_path / "n.pipe"
+    p.write_text(text)
+    code, out, err = cli("verify", str(p), "--every", "K")
+    assert code == 2 and "inside another loop" in err
+
+
+def test_usage_errors(tmp_path):
+    p = tmp_path / "u.pipe"
+    p.write_text(NO_ACQUIRE)
+    code, _, err = cli("verify", str(p), "--every", "K", "-D", "K=4")
+    assert code == 2 and "drop -D K" in err
+    code, _, err = cli("verify", str(p), "--every", "NOPE")
+    assert code == 2 and "no parameter 'NOPE'" in err
+
+
+def test_json_says_every(tmp_path):
+    code, out, _ = cli("verify", str(RELEASE_AT_END), "--every", "K_TILES", "-D", "STAGES=2", "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["every"]["witness"] == 3 and data["every"]["found"] == ["hang"]
+    assert data["params"]["K_TILES"] == 3
+    code, out, _ = cli("verify", str(RING), "--every", "K_TILES", "-D", "STAGES=2", "-D", "CONSUMERS=1",
+                       "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] == "verified" and data["every"]["witness"] is None
+    code, out, _ = cli("verify", str(RING), "--every", "K_TILES", "-D", "STAGES=2", "-D", "CONSUMERS=1")
+    assert "verified for every K_TILES >= 1" in out
