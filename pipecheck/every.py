@@ -1,8 +1,8 @@
 """`verify --every K`: one exploration for every value of a loop bound (offset.py), then a witness.
 
-The kernel is lowered at two values of K; the programs must differ only in K + c constants,
-which become a register. The folded exploration decides the verdict for every K at least the
-declared lower bound. When it finds something, the concrete runs K = lo, lo + 1, ... look
+The kernel is lowered at every value of K's declared range; the programs must differ only in
+K + c constants, which become a register. The folded exploration decides the verdict for every
+K of the range (and every larger one of the same code). When it finds something, the concrete runs K = lo, lo + 1, ... look
 for the smallest K with a finding, so the counterexample is an ordinary one, at that K.
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from .explore import Exploration, explore
 from .ir import EvalError
 from .lower import resolve_roles
 from .model import Model
-from .offset import Offset, Refused, plan as offset_plan, refusal
+from .ir import RVar
+from .offset import Offset, Refused, bound_only, merge_tree, plan as offset_plan, refusal, symbolic_programs
 from .por import Reduced
 from .symbolic import sweep
 from .symmetry import Symmetric
@@ -32,6 +33,7 @@ class Every:
 
     name: str
     lo: int
+    hi: int  # the declared range: every value in lo..hi lowers to the code the run explored
     states: int  # states of the folded exploration (all configuration classes)
     seconds: float
     codes: tuple[str, ...]  # what the folded exploration found (empty: verified for every K >= lo)
@@ -53,8 +55,11 @@ def verify_every(path: str, options, progress: Callable | None = None):
     param = next((q for q in p.kernel.params if q.name == name), None)
     if param is None:
         raise error("usage", f"--every {name}: the kernel has no parameter '{name}'", None)
-    lo = param.lo if param.lo is not None else 0
-    ka, kb = (param.hi, param.hi - 1) if param.hi is not None and param.hi - 1 >= lo else (param.value, param.value + 1)
+    if param.lo is None or param.hi is None or param.hi <= param.lo:
+        raise error("usage", f"--every {name} needs a declared range of several values "
+                    f"(`param {name} = ... in LO..HI`)", param.span)
+    lo, hi = param.lo, param.hi
+    ka, kb = hi, hi - 1
     kernels, lowered = [], []
     for k in (ka, kb):
         kern = check_kernel(p.ast, p.procs, dict(options.overrides) | {name: k}, p.display)
@@ -64,11 +69,27 @@ def verify_every(path: str, options, progress: Callable | None = None):
         except EvalError as exc:
             raise _spec_error(exc, sites) from None
         kernels.append(kern)
-        lowered.append((cc, sites))
-    (cca, sites), (ccb, _) = lowered
+        lowered.append((cc, sites, codes))
+    (cca, sites, codes_a), (ccb, _, _) = lowered
     shape = lambda kern: sweep.exploration_key(kern, [])  # noqa: E731
     if shape(kernels[0]) != shape(kernels[1]) or len(cca) != len(ccb):
         raise refusal(Refused(f"{name} sizes a declaration or changes the configurations"), name, sites)
+    # every value of the declared range must lower to the same code but for K + c: a branch or min/max over
+    # K that folds the same way at two values could fold differently at a third
+    for k in range(max(lo, 1), hi - 1):
+        kern = check_kernel(p.ast, p.procs, dict(options.overrides) | {name: k}, p.display)
+        codes, _ = resolve_roles(kern, sources, options.lockstep)
+        kvar = RVar(-1, name)
+        try:
+            if shape(kern) != shape(kernels[0]) or len(codes) != len(codes_a):
+                raise Refused(f"{name} sizes a declaration")
+            merged = [merge_tree(ck.body, ca.body, k, ka, kvar, name, -1) for ck, ca in zip(codes, codes_a)]
+        except Refused as exc:
+            raise refusal(Refused(f"{exc} (at {name} = {k})", exc.site), name, sites) from None
+        try:
+            bound_only(merged, kvar, name)
+        except Refused as exc:
+            raise refusal(exc, name, sites) from None
     states = 0
     found: list[str] = []
     runs = []
@@ -77,7 +98,6 @@ def verify_every(path: str, options, progress: Callable | None = None):
     near = 0
     for a, b in zip(cca, ccb):
         try:
-            from .offset import symbolic_programs  # noqa: PLC0415
             progs = symbolic_programs([c.program for c in a.classes], [c.program for c in b.classes], ka, kb, name)
             pl = offset_plan(name, lo, progs, sites)
             near = max(near, pl.near)
@@ -104,7 +124,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         if exp.stopped and exp.stopped != "first-finding":
             stopped = exp.stopped
             break
-    info = Every(name, lo, states, time.perf_counter() - start, tuple(found), None, stopped)
+    info = Every(name, lo, hi, states, time.perf_counter() - start, tuple(found), None, stopped)
     if not found:
         # the checks over parameters and byte accounting (no exploration) still speak, at the default point
         static = verify_file(path, replace(options, every=None, explore=False))
@@ -117,7 +137,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         res.every = info
         return res
     # the smallest K whose ordinary run has a finding: a counterexample in the user's numbers
-    bound = lo + depth + near + 1
+    bound = min(hi, lo + depth + near + 1)
     concrete = replace(options, every=None)
     last = None
     for k in range(lo, bound + 1):

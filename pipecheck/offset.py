@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from .compiled import liveness
 from .diagnostics import SpecError, error
 from .futures import FUTURE_HORIZON
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COMMIT_GROUP, COMPLETE_TX, EXPECT_TX, LOCAL_OPS, CP_ASYNC, CP_ASYNC_ARRIVE, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ,
+from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, EXPECT_TX, LOCAL_OPS, CP_ASYNC, CP_ASYNC_ARRIVE, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ,
                  RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst, ROp, RRef, RRing, RVar, Site)
 from .model import FAR_K, Model, State, _merge
 
@@ -71,13 +71,13 @@ def symbolic_programs(progs_a: Sequence[Program], progs_b: Sequence[Program], ka
         for ia, ib in zip(pa.instrs, pb.instrs):
             if (ia.op, ia.site, ia.target) != (ib.op, ib.site, ib.target):
                 raise Refused(f"the value of {name} changes the shape of a role's code", ia.site)
-            args = _merge_tree(ia.args, ib.args, ka, kb, kvar, name, ia.site)
+            args = merge_tree(ia.args, ib.args, ka, kb, kvar, name, ia.site)
             instrs.append(Instr(ia.op, args, ia.site, ia.target))
         out.append(Program(tuple(instrs), kslot + 1, tuple(pa.slot_names) + (name,)))
     return out
 
 
-def _merge_tree(a: Any, b: Any, ka: int, kb: int, kvar: RVar, name: str, site: int) -> Any:
+def merge_tree(a: Any, b: Any, ka: int, kb: int, kvar: RVar, name: str, site: int) -> Any:
     if type(a) is not type(b):
         raise Refused(f"the value of {name} changes the shape of an expression", site)
     if isinstance(a, RConst):
@@ -87,21 +87,41 @@ def _merge_tree(a: Any, b: Any, ka: int, kb: int, kvar: RVar, name: str, site: i
         if b.value - kb != off:
             raise Refused(f"{name} enters an expression other than {name} + constant", site)
         return kvar if off == 0 else ROp("+", (kvar, RConst(off)))
-    if isinstance(a, tuple):
+    if isinstance(a, (tuple, list)):
         if len(a) != len(b):
-            raise Refused(f"the value of {name} changes the shape of an expression", site)
-        return tuple(_merge_tree(x, y, ka, kb, kvar, name, site) for x, y in zip(a, b))
+            raise Refused(f"the value of {name} changes the shape of a role's code", site)
+        return type(a)(merge_tree(x, y, ka, kb, kvar, name, site) for x, y in zip(a, b))
     if dataclasses.is_dataclass(a):
         changes = {}
         for f in dataclasses.fields(a):
             x, y = getattr(a, f.name), getattr(b, f.name)
-            m = _merge_tree(x, y, ka, kb, kvar, name, site)
+            m = merge_tree(x, y, ka, kb, kvar, name, site)
             if m is not x:
                 changes[f.name] = m
         return dataclasses.replace(a, **changes) if changes else a
     if a != b:
         raise Refused(f"the value of {name} changes a role's code", site)
     return a
+
+
+def bound_only(body: Any, kvar: RVar, name: str, site: int = -1) -> None:
+    """Refuse a merged role body (lower.RoleCode) that reads K other than as the upper bound of a `for`."""
+    if isinstance(body, (tuple, list)):
+        if body and isinstance(body[-1], int) and not isinstance(body[-1], bool):
+            site = body[-1]
+        if len(body) == 6 and body[0] == "for":  # ("for", slot, lo, hi, body, site)
+            bound_only(body[2], kvar, name, site)
+            if body[3] != kvar:
+                bound_only(body[3], kvar, name, site)
+            bound_only(body[4], kvar, name, site)
+            return
+        for x in body:
+            bound_only(x, kvar, name, site)
+    elif body == kvar:
+        raise Refused(f"{name} is used other than as the upper bound of a `for` loop", site)
+    elif dataclasses.is_dataclass(body):
+        for f in dataclasses.fields(body):
+            bound_only(getattr(body, f.name), kvar, name, site)
 
 
 # ---------------------------------------------------------------- the per-class plan
@@ -166,16 +186,16 @@ def _rings_in(e: Any, out: list) -> None:
 
 
 def _tag_form(e: Any, loopvars: frozenset) -> str:
-    """'const', 'counter' (k, k + c, c + k, k - c) or 'other'."""
+    """'const', 'counter' (k, k + c, c + k with c >= 0) or 'other'."""
     if e is None or isinstance(e, RConst):
         return "const"
     if isinstance(e, RVar) and e.slot in loopvars:
         return "counter"
-    if isinstance(e, ROp) and e.op in ("+", "-") and len(e.args) == 2:
+    if isinstance(e, ROp) and e.op == "+" and len(e.args) == 2:  # k - c could meet the EMPTY/CLOBBERED tags
         x, y = e.args
-        if isinstance(x, RVar) and x.slot in loopvars and isinstance(y, RConst):
+        if isinstance(x, RVar) and x.slot in loopvars and isinstance(y, RConst) and y.value >= 0:
             return "counter"
-        if e.op == "+" and isinstance(y, RVar) and y.slot in loopvars and isinstance(x, RConst):
+        if isinstance(y, RVar) and y.slot in loopvars and isinstance(x, RConst) and x.value >= 0:
             return "counter"
     return "other"
 
@@ -232,6 +252,16 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
         cp = _class_plan(prog, tbufs, rbars, stages)
         cache[prog] = cp
         plans.append(cp)
+    for prog, cp in zip(progs, plans):
+        for ins in prog.instrs:
+            for ref, tag in _tags(ins):  # every tag on a buffer whose tags follow a counter: a counter or a literal
+                if ref.name in tbufs and _tag_form(tag, cp.loopvars) == "other":
+                    raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`) nor a constant",
+                                  ins.site)
+            for ref in _bar_refs(ins):  # a barrier indexed by a shifted ring anywhere has its phases shifted
+                idx = next((i for i in ref.indices if isinstance(i, RRing) and i.attr == "index"), None)
+                if idx is not None and idx.slot in cp.rings:
+                    rbars.add(ref.name)
     waits: list[tuple[str, int]] = []
     for prog, cp in zip(progs, plans):
         for ins in prog.instrs:
@@ -331,11 +361,11 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
             for ref, tag in tagged:
                 form = _tag_form(tag, loopvars)
                 if form == "other":
-                    raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`)", ins.site)
+                    raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`, c >= 0)", ins.site)
                 if form == "counter":
                     tbufs.add(ref.name)
             continue
-        raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`)", ins.site)
+        raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`, c >= 0)", ins.site)
     # rings: read through .index and .phase only; every barrier used in a loop is indexed by one
     for pc, ins in enumerate(ins_):
         found = []
@@ -387,7 +417,7 @@ def _stride(prog: Program, head: int) -> int:
         if best.get((pc, any_), 1 << 30) <= d or pc == exit_pc:
             continue
         best[(pc, any_)] = d
-        vis = prog.instrs[pc].op not in LOCAL_OPS
+        vis = prog.instrs[pc].op not in LOCAL_OPS and prog.instrs[pc].op != COLL_WAIT  # coll + coll_wait: one step
         for nxt in succ[pc]:
             heapq.heappush(heap, (d + vis, nxt, any_ or vis))
     return 0

@@ -15,6 +15,7 @@ from pipecheck.verify import Options, verify_file
 RING = ROOT / "benchmarks" / "specs" / "ring_fixed.pipe"
 RING_BUG = ROOT / "benchmarks" / "specs" / "ring_bug3722.pipe"
 RELEASE_AT_END = ROOT / "specs" / "ring_bug_release_at_end.pipe"
+DATA = ROOT / "tests" / "data" / "every"
 
 NO_ACQUIRE = """
 kernel no_acquire {
@@ -60,7 +61,9 @@ def _first_finding_k(path, name: str, lo: int, hi: int, overrides=()) -> tuple[i
     (RING_BUG, (("STAGES", 2), ("CONSUMERS", 1)), 3),
     (RELEASE_AT_END, (("STAGES", 2),), 6),
     (RELEASE_AT_END, (("STAGES", 3),), 6),
-], ids=["ring-fixed", "ring-bug3722", "release-at-end-2", "release-at-end-3"])
+    (DATA / "two_loops.pipe", (), 6),
+    (DATA / "const_after.pipe", (), 6),
+], ids=["ring-fixed", "ring-bug3722", "release-at-end-2", "release-at-end-3", "two-loops", "const-after"])
 def test_every_agrees_with_each_k(path, overrides, upto):
     every = verify_file(str(path), Options(overrides=overrides, every="K_TILES", check_scheduling=False))
     want_k, want_codes = _first_finding_k(path, "K_TILES", every.every.lo, upto, overrides)
@@ -102,7 +105,7 @@ def test_state_count_does_not_depend_on_k(tmp_path):
 
 @pytest.mark.parametrize("body,why", [
     ("arrive full[st.index] expect_tx 1024 + K", "upper bound of a `for` loop"),
-    ("arrive full[st.index] expect_tx 1024 * K", "enters an expression other than K + constant"),
+    ("arrive full[st.index] expect_tx 1024 * K", "upper bound of a `for` loop"),
     ("if k == 0 { arrive full[st.index] expect_tx 1024 } else { arrive full[st.index] expect_tx 1024 }",
      "a loop counter is used other than in a tile tag"),
 ])
@@ -113,6 +116,17 @@ def test_refused_by_name(tmp_path, body, why):
     code, out, err = cli("verify", str(p), "--every", "K")
     assert code == 2
     assert why in err and "r.pipe:" in err and "[every]" in err
+
+
+@pytest.mark.parametrize("name,why", [
+    ("kminus1", "used other than in a tile tag"),  # tile k - 1 meets the EMPTY tag when k is shifted to 0
+    ("if", "other than as the upper bound"),  # `if K_TILES < 3` folds the same at the two largest values
+    ("fold", "other than as the upper bound"),  # for k in 0 .. max(K_TILES, 3)
+    ("choose_tag", "neither a loop counter"),  # tile x from a register on a buffer whose tags follow k
+])
+def test_review_holes_refused(name, why):
+    code, _, err = cli("verify", str(DATA / f"{name}.pipe"), "--every", "K_TILES")
+    assert code == 2 and why in err and "[every]" in err
 
 
 def test_nested_loop_refused(tmp_path):
@@ -143,4 +157,36 @@ def test_json_says_every(tmp_path):
     data = json.loads(out)
     assert code == 0 and data["verdict"] == "verified" and data["every"]["witness"] is None
     code, out, _ = cli("verify", str(RING), "--every", "K_TILES", "-D", "STAGES=2", "-D", "CONSUMERS=1")
-    assert "verified for every K_TILES >= 1" in out
+    assert "verified for every K_TILES in 1..64" in out
+
+
+def _loop_param(path) -> str | None:
+    from pipecheck.verify import load_checked
+    names = [p.name for p in load_checked(str(path), {}, {}).params]
+    return next((n for n in ("K_TILES", "K_BLOCKS", "N_BLOCKS", "K") if n in names), None)
+
+
+@pytest.mark.parametrize("path", [p for p in __import__("conftest").SPEC_FILES if _loop_param(p)],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_corpus_every_is_refused_or_agrees(path):
+    """On every spec of the corpus with a loop bound: --every is refused by name (exit 2), or it finds
+    something exactly when an ordinary run at some K does, at the first such K (STAGES = 2)."""
+    from pipecheck.diagnostics import SpecError
+    from pipecheck.verify import load_checked
+    name = _loop_param(path)
+    params = {p.name: p for p in load_checked(str(path), {}, {}).params}
+    ov = (("STAGES", max(2, params["STAGES"].lo or 2)),) if "STAGES" in params else ()
+    try:
+        r = verify_file(str(path), Options(overrides=ov, every=name, check_scheduling=False))
+    except SpecError as exc:
+        assert {d.code for d in exc.diagnostics} <= {"every"}, exc
+        return
+    if r.every.witness_k is None and r.static:  # checks over parameters alone (tensor maps, bytes) speak for every K
+        assert r.verdict == "findings" and not r.every.codes
+        return
+    hi = min(params[name].hi or 12, r.every.lo + 8)
+    want, _ = _first_finding_k(path, name, r.every.lo, hi, ov)
+    if r.every.witness_k is None and want is None:
+        assert r.verdict == "verified"
+    else:
+        assert r.every.witness_k == want

@@ -89,7 +89,7 @@ def to_dict(result: Result) -> dict:
     }
     e = result.every
     if e is not None:  # --every: what the loop-offset run said for every value of the bound
-        out["every"] = {"param": e.name, "from": e.lo, "states": e.states, "found": list(e.codes),
+        out["every"] = {"param": e.name, "from": e.lo, "to": e.hi, "states": e.states, "found": list(e.codes),
                         "witness": e.witness_k, "stopped": e.stopped}
     return out
 

@@ -18,15 +18,15 @@ BARRIERS = "barriers after the step"
 
 def header(result: Result) -> str:
     every = result.every
-    if every is not None and every.witness_k is None:  # verified (or stopped) for every value of the bound
+    if every is not None and every.witness_k is None and result.verdict != "findings":  # for every value of the bound
         params = ", ".join(f"{k}={v}" for k, v in result.params.items() if k != every.name)
         head = f"{result.spec}: kernel {result.kernel.name}" + (f" ({params})" if params else "")
         stats = f"{every.states} states with the loop-offset abstraction"
         if result.verdict == "verified":
-            return f"{head}: verified for every {every.name} >= {every.lo} ({stats})"
+            return f"{head}: verified for every {every.name} in {every.lo}..{every.hi} ({stats})"
         return f"{head}: inconclusive for every {every.name}: stopped by {result.stopped} after {stats}; no finding so far"
     line = _header(result)
-    if every is not None:
+    if every is not None and every.witness_k is not None:
         line = (f"--every {every.name}: the loop-offset run ({every.states} states) found {', '.join(every.codes)}; "
                 f"{every.name} = {every.witness_k} is the smallest value with a finding:\n" + line)
     return line
