@@ -76,7 +76,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         raise refusal(Refused(f"{name} sizes a declaration or changes the configurations"), name, sites)
     # every value of the declared range must lower to the same code but for K + c: a branch or min/max over
     # K that folds the same way at two values could fold differently at a third
-    for k in range(max(lo, 1), hi - 1):
+    for k in range(lo, hi - 1):
         kern = check_kernel(p.ast, p.procs, dict(options.overrides) | {name: k}, p.display)
         codes, _ = resolve_roles(kern, sources, options.lockstep)
         kvar = RVar(-1, name)
@@ -85,7 +85,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
                 raise Refused(f"{name} sizes a declaration")
             merged = [merge_tree(ck.body, ca.body, k, ka, kvar, name, -1) for ck, ca in zip(codes, codes_a)]
         except Refused as exc:
-            raise refusal(Refused(f"{exc} (at {name} = {k})", exc.site), name, sites) from None
+            raise refusal(Refused(f"{exc} (at {name} = {k})", exc.site), name, sites, param.span) from None
         try:
             bound_only(merged, kvar, name)
         except Refused as exc:
@@ -94,13 +94,10 @@ def verify_every(path: str, options, progress: Callable | None = None):
     found: list[str] = []
     runs = []
     stopped = None
-    depth = 0
-    near = 0
     for a, b in zip(cca, ccb):
         try:
             progs = symbolic_programs([c.program for c in a.classes], [c.program for c in b.classes], ka, kb, name)
             pl = offset_plan(name, lo, progs, sites)
-            near = max(near, pl.near)
             classes = [dataclasses.replace(c, program=prog) for c, prog in zip(a.classes, progs)]
             model = Model(kernels[0], classes, sites, options.lockstep, every=pl)
             base = model
@@ -116,7 +113,6 @@ def verify_every(path: str, options, progress: Callable | None = None):
         except EvalError as exc:
             raise _spec_error(exc, sites) from None
         states += exp.states
-        depth = max([depth] + [len(f.path) for f in exp.found])
         for f in exp.found:
             if f.finding.code not in found:
                 found.append(f.finding.code)
@@ -137,7 +133,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         res.every = info
         return res
     # the smallest K whose ordinary run has a finding: a counterexample in the user's numbers
-    bound = min(hi, lo + depth + near + 1)
+    bound = hi
     concrete = replace(options, every=None)
     last = None
     for k in range(lo, bound + 1):
@@ -151,6 +147,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
             info.seconds = time.perf_counter() - start
             r.every = info
             return r
-    raise error("internal", f"--every {name}: the folded run found {', '.join(found)} but no run with {name} in "
-                f"{lo}..{bound} shows it; please report this spec", None) if last is not None else \
+    raise error("every", f"--every {name}: the loop-offset run found {', '.join(found)}, but no run with {name} in "
+                f"{lo}..{bound} shows it: it needs a larger {name} than the declared range allows (widen the range "
+                "to see it)", param.span) if last is not None else \
         error("usage", f"--every {name}: no value of {name} in {lo}..{bound} is valid", None)

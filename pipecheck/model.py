@@ -23,7 +23,7 @@ from .layout import Layout
 from .lower import ThreadClass
 
 MAX_LOCAL_STEPS = 1_000_000
-FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (offset.FAR)
+FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (offset.FAR, and above)
 EMPTY = -1  # tile tag of a buffer nothing has written
 CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
 
@@ -142,7 +142,7 @@ class Model:
                     env = env[:ins.a] + (ins.b(env),) + env[ins.a + 1:]
                     pc += 1
                 elif op is BRANCH:
-                    if kp is not None and pc in kp.guards and env[kp.kslot] == FAR_K:
+                    if kp is not None and pc in kp.guards and env[kp.kslot] >= FAR_K:
                         env, pc = self._local_loop(kp, pc, env, ins, crossed)
                         continue
                     pc = pc + 1 if ins.a(env) else ins.target

@@ -13,7 +13,9 @@ are explored once, with K "far" (FAR in the K register). A step that raises the 
 counter M to M' is, for each K in M + NEAR + 1 .. M' + NEAR, the first step that comes within
 NEAR of the end: its successor is also kept with that K written into every thread's K register,
 and from there the run is the ordinary one for that K. Values of K too small to be far even at
-the start are entered from a root state. Every K >= the declared lower bound is covered.
+the start are entered from a root state. A K written into a folded state stands for itself plus
+the tiles' shift so far: far states carry that shift, up to the declared lower bound, in their K
+register (FAR + shift), so only values of the declared range are written.
 
 Soundness rests on the mapping commuting with every step, which `plan` checks on the lowered
 code, refusing by name otherwise: K appears only as the bound of `for` loops that are not inside
@@ -471,19 +473,21 @@ class Offset:
 
     def raw_successors(self, s: State) -> list:
         if s.halted == ROOT:
-            far = self._start(FAR)
+            far = self._start(FAR)  # nothing shifted yet
             top = self._top(far) + self.plan.near
             out = [(("K", None), far, ())]
             out += [(("K", k), self._start(k), ()) for k in range(self.plan.lo, top + 1)]
             return out
         succ = self._raw(s)
-        if not self._far(s):
+        level = self._far(s)
+        if level is None:
             return succ
         m = self._top(s)
         extra = []
         for a, t, f in succ:
             mt = self._top(t)
-            for k in range(max(m + self.plan.near + 1, self.plan.lo), mt + self.plan.near + 1):
+            # K here stands for K + the tiles' shift so far, which `level` knows up to lo
+            for k in range(max(m + self.plan.near + 1, self.plan.lo - level), mt + self.plan.near + 1):
                 extra.append((("K", k, a), self._declare(t, k), f))
         return succ + extra
 
@@ -519,13 +523,16 @@ class Offset:
         return self.base.processes(s, enabled)
 
     # ------------------------------------------------------------ K
-    def _far(self, s: State) -> bool:
+    def _far(self, s: State) -> int | None:
+        """None when K is written; else how far the tiles have been shifted, up to the declared lower bound
+        (FAR + that in the K register): a K written later stands for itself plus the shift, which must
+        reach the bound."""
         for c, groups in enumerate(s.locs):
             k = self.cplans[c].kslot
             for (_, env), _ in groups:
-                if env[k] == FAR:
-                    return True
-        return False
+                if env[k] is not None and env[k] >= FAR:
+                    return env[k] - FAR
+        return None
 
     def _top(self, s: State) -> int:
         """The largest loop counter a class has reached or will start from (-1: none)."""
@@ -546,9 +553,9 @@ class Offset:
         locs = []
         for c, groups in enumerate(s.locs):
             ks = self.cplans[c].kslot
-            if any(env[ks] == FAR for (_, env), _ in groups):
-                groups = _merge((((pc, env[:ks] + (k,) + env[ks + 1:] if env[ks] == FAR else env)), m)
-                                for (pc, env), m in groups)
+            if any(env[ks] is not None and env[ks] >= FAR for (_, env), _ in groups):
+                groups = _merge((((pc, env[:ks] + (k,) + env[ks + 1:] if env[ks] is not None and env[ks] >= FAR
+                                   else env)), m) for (pc, env), m in groups)
             locs.append(groups)
         return s._replace(locs=tuple(locs))
 
@@ -568,7 +575,7 @@ class Offset:
                     if x is not None and x < tmin:
                         tmin = x
                 x = env[cp.kslot]
-                if x is not None and x != FAR and x < tmin:
+                if x is not None and x < tmin:  # FAR and above: never the minimum
                     tmin = x
                 if cp.tconst[pc] is not None:
                     tmin = 0  # a constant tag or loop start still to come keeps its meaning only unshifted
@@ -641,8 +648,9 @@ class Offset:
                     for v in cp.loopvars:
                         if e[v] is not None:
                             e[v] -= dt
-                    if e[cp.kslot] is not None and e[cp.kslot] != FAR:
-                        e[cp.kslot] -= dt
+                    x = e[cp.kslot]
+                    if x is not None:
+                        e[cp.kslot] = x - dt if x < FAR else FAR + min(self.plan.lo, x - FAR + dt)
                 if dr:
                     for r in cp.rings:
                         if e[r] is not None:
@@ -680,7 +688,8 @@ class Offset:
         return s._replace(locs=tuple(locs), bufs=bufs, flight=flight, stores=stores, mmas=tuple(mmas), bars=bars)
 
 
-def refusal(exc: Refused, name: str, sites: Sequence[Site]) -> SpecError:
-    span = sites[exc.site].span if 0 <= exc.site < len(sites) else None
+def refusal(exc: Refused, name: str, sites: Sequence[Site], fallback: Any = None) -> SpecError:
+    """The [every] error, at the statement that breaks a rule (else at `fallback`, the parameter)."""
+    span = sites[exc.site].span if 0 <= exc.site < len(sites) else fallback
     return error("every", f"--every {name}: {exc}; the loop-offset abstraction does not apply "
                  "(docs/performance.md, 'Loop-offset abstraction')", span)

@@ -63,7 +63,9 @@ def _first_finding_k(path, name: str, lo: int, hi: int, overrides=()) -> tuple[i
     (RELEASE_AT_END, (("STAGES", 3),), 6),
     (DATA / "two_loops.pipe", (), 6),
     (DATA / "const_after.pipe", (), 6),
-], ids=["ring-fixed", "ring-bug3722", "release-at-end-2", "release-at-end-3", "two-loops", "const-after"])
+    (DATA / "end_past_lo.pipe", (), 26),
+], ids=["ring-fixed", "ring-bug3722", "release-at-end-2", "release-at-end-3", "two-loops", "const-after",
+        "end-past-lo"])
 def test_every_agrees_with_each_k(path, overrides, upto):
     every = verify_file(str(path), Options(overrides=overrides, every="K_TILES", check_scheduling=False))
     want_k, want_codes = _first_finding_k(path, "K_TILES", every.every.lo, upto, overrides)
@@ -123,6 +125,7 @@ def test_refused_by_name(tmp_path, body, why):
     ("if", "other than as the upper bound"),  # `if K_TILES < 3` folds the same at the two largest values
     ("fold", "other than as the upper bound"),  # for k in 0 .. max(K_TILES, 3)
     ("choose_tag", "neither a loop counter"),  # tile x from a register on a buffer whose tags follow k
+    ("k0_const", "other than K_TILES + constant (at K_TILES = 0)"),  # max(K_TILES, 1): differs only at 0
 ])
 def test_review_holes_refused(name, why):
     code, _, err = cli("verify", str(DATA / f"{name}.pipe"), "--every", "K_TILES")
