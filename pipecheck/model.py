@@ -4,7 +4,8 @@ A state is a hashable tuple: where each thread class stands (program point, regi
 how many threads), every mbarrier, every buffer's tile tag, and the asynchronous work in
 flight (TMA loads and cp.async copies, wgmma/tcgen05 groups, bulk stores, pending
 commit arrivals). Local steps are fused into the visible step before them, so every
-transition touches shared state. Findings are raised by the transition that shows them.
+transition touches shared state. Findings are raised by the transition that shows them
+(hazards.py); copies landing and other asynchronous events are in events.py.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from . import semantics as S
 from .check import CheckedKernel
 from .compiled import CInstr, compile_program
 from .findings import Finding
+from .events import AsyncEvents
 from .futures import Futures
+from .hazards import EMPTY, Hazards
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
@@ -24,8 +27,6 @@ from .lower import ThreadClass
 
 MAX_LOCAL_STEPS = 1_000_000
 FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (offset.FAR, and above)
-EMPTY = -1  # tile tag of a buffer nothing has written
-CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
 
 
 class State(NamedTuple):
@@ -49,7 +50,7 @@ class State(NamedTuple):
 Action = tuple
 
 
-class Model:
+class Model(Hazards, AsyncEvents):
     """The explorer-facing transition system for one configuration."""
 
     def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
@@ -372,143 +373,6 @@ class Model:
             moved = _regroup(groups, gi, loc, m)
             out.append((("t", c, gi, k), base._replace(locs=s.locs[:c] + (moved,) + s.locs[c + 1:]), tuple(findings)))
 
-    # ------------------------------------------------------------ findings
-    def _bar_events(self, events: list[str], c: int, site: int, gid: int, before, count: int = 1
-                    ) -> tuple[list[Finding], str | None]:
-        findings = []
-        halted = None
-        name = self._bar_name(gid)
-        who = self.classes[c].label if c >= 0 else "an asynchronous arrival"
-        for ev in events:
-            if ev == S.DOUBLE:
-                findings.append(Finding("double-arrive", f"{who} arrives on {name} twice in phase {before.phase}: the "
-                                        "extra arrival counts toward completing the phase early", site, c, (gid,)))
-            elif ev == S.FAULT_OVER:
-                findings.append(Finding("arrive-fault", f"{who} arrives on {name} with count {count}, but only "
-                                        f"{before.pending} arrival(s) are pending: the kernel faults (H200 mbar 9)",
-                                        site, c, (gid,)))
-                halted = "arrive-fault"
-            elif ev == S.FAULT_TX_ONLY:
-                findings.append(Finding("arrive-fault", f"{who} arrives on {name} while its phase owes no arrivals, only "
-                                        f"{before.tx} tx bytes: the kernel faults (H200 mbar 12)", site, c, (gid,)))
-                halted = "arrive-fault"
-            elif ev == S.FAULT_TX_RANGE:
-                findings.append(Finding("tx-range", f"the tx-count of {name} leaves +-(2^20-1): the kernel faults "
-                                        "(H200 mbar 13)", site, c, (gid,)))
-                halted = "tx-range"
-            elif ev == S.FAULT_UNINIT:
-                findings.append(Finding("arrive-fault", f"{who} uses {name}, which is not initialised: the kernel "
-                                        "faults (H200 mbar 17)", site, c, (gid,)))
-                halted = "arrive-fault"
-            elif ev == S.DROP_TO_ZERO:
-                findings.append(Finding("arrive-fault", f"arrive_drop lowers the expected count of {name} to 0: "
-                                        "undefined (PTX 9.7.13.15.14)", site, c, (gid,)))
-        return findings, halted
-
-    def _alias_finding(self, s: State, c: int, ins: CInstr, env: tuple, gid: int, off: int, passing: bool) -> Finding:
-        b = s.bars[gid]
-        intended = ins.c(env)
-        name = self._bar_name(gid)
-        who = self.classes[c].label
-        verb = "passes its wait on" if passing else "waits on"
-        parity = ins.b(env) & 1
-        means = "a first wait that passes at once" if intended < 0 else f"the completion of phase {intended}"
-        if off > 0:
-            why = (f"{name} has already completed {b.phase} phase(s) but the waiter's ring means {means}: "
-                   f"the waiter is {off} phase(s) behind, so parity {parity} now stands for a later phase")
-        else:
-            why = (f"{name} has completed only {b.phase} phase(s) but the waiter's ring means {means}: "
-                   f"the waiter is {-off} phase(s) ahead, so parity {parity} stands for an earlier phase")
-        return Finding("phase-alias", f"{who} {verb} {name}: {why}", ins.site, c, (gid,))
-
-    def _use(self, s: State, c: int, gid: int, site: int, what: str) -> list[Finding]:
-        """Using a barrier: its CTA must still run, and its init must be visible to this thread."""
-        out = []
-        cta = gid // self.layout.nbar if self.layout.nbar else 0
-        if s.exited[cta]:
-            out.append(Finding("exit-inflight", f"{self.classes[c].label} {what} {self._bar_name(gid)} after CTA {cta} "
-                               "exited: undefined (may corrupt or fault); wait for the peers (producer_tail) before exiting",
-                               site, c, (gid,)))
-        for bar, init_cls, st in s.vis:
-            if bar == gid and init_cls != c and not (st == "cta" and self.classes[c].cta == cta):
-                how = ("fence_barrier_init and a syncthreads/cluster_sync" if st == 0 else
-                       "a syncthreads/cluster_sync after its fence_barrier_init" if st == 1 else
-                       "a cluster_sync (the init is only visible inside its own CTA)")
-                out.append(Finding("uninit-barrier", f"{self.classes[c].label} {what} {self._bar_name(gid)} before "
-                                   f"{self.classes[init_cls].label}'s init of it is visible: missing {how}",
-                                   site, c, (gid,)))
-        return out
-
-    def _read_hazards(self, s: State, c: int, site: int, buf: int, want: int | None, what: str,
-                      who: str | None = None) -> list[Finding]:
-        """A read (or the start of an async reader) of `buf` expecting tile `want`."""
-        if want is None:
-            return []
-        name = self._buf_name(buf)
-        who = who or self.classes[c].label
-        have = s.bufs[buf]
-        if have == want:
-            for op in s.flight:
-                if op[0] == buf and op[1] != want:
-                    kind = "TMA load" if op[3] >= 0 else "cp.async copy"
-                    return [Finding("overwrite", f"{who} {what} {name} for tile {want} while the {kind} of tile {op[1]} "
-                                    "into it is in flight: the tile is being replaced under its reader", site, c,
-                                    notes=((f"the {kind} of tile {op[1]}", op[4]),))]
-            for u, (_, _, inflight) in enumerate(s.mmas):
-                for seq, ops, msite, mc, out in inflight:
-                    if out is not None and out[0] == buf:
-                        return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
-                                        f"{self.unit_label[u]} writes tile {out[1]} into it", site, c)]
-            return []
-        if have == CLOBBERED:
-            return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but its storage was overwritten through "
-                            "a buffer declared over it", site, c)]
-        landing = any(op[0] == buf and op[1] == want for op in s.flight)
-        holds = "nothing yet" if have == EMPTY else f"tile {have}"
-        if landing or have == EMPTY or have < want:
-            state = "is still in flight" if landing else "has not been issued or has not landed"
-            return [Finding("stale-read", f"{who} {what} {name} for tile {want}, but the copy of tile {want} "
-                            f"{state} ({name} holds {holds})", site, c)]
-        return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but {name} already holds tile {have}: "
-                        f"a later copy overwrote tile {want} before it was read", site, c)]
-
-    def _write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
-        """Writing `buf` (and whatever shares its storage) while someone may still read it."""
-        out: list[Finding] = []
-        for b in (buf,) + self.layout.overlaps[buf]:
-            name = self._buf_name(b) if b == buf else f"{self._buf_name(buf)} (the storage of {self._buf_name(b)})"
-            for cls_, seq, sbuf, tag, stage, ssite in s.stores:
-                if sbuf == b and stage == 0:
-                    out.append(Finding("store-reuse", f"{what} {name} while the TMA store of tile {tag} still reads it: "
-                                       "wait_group_read before reusing the buffer", site, c,
-                                       notes=(("the TMA store that is still reading", ssite),)))
-                    break
-            for u, (_, _, inflight) in enumerate(s.mmas):
-                for seq, ops, msite, mc, mout in inflight:
-                    if any(ob == b for ob, _ in ops):
-                        t = next(t for ob, t in ops if ob == b)
-                        out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_label[u]} "
-                                           f"still reads tile {t} from it", site, c,
-                                           notes=(("the mma_async that is still reading", msite),)))
-            if not landing:
-                for op in s.flight:
-                    if op[0] == b:
-                        out.append(Finding("overwrite", f"{what} {name} while the copy of tile {op[1]} into it is in "
-                                           "flight", site, c, notes=(("the copy", op[4]),)))
-                        break
-        for gid in self.layout.bar_overlaps[buf]:
-            if s.bars[gid] is not None:
-                out.append(Finding("overwrite", f"{what} {self._buf_name(buf)}, which reuses the memory of mbarrier "
-                                   f"{self._bar_name(gid)} while it is still live: inval it first", site, c, (gid,)))
-        return out
-
-    def _tags(self, bufs: tuple, buf: int, tag: int) -> tuple:
-        out = list(bufs)
-        out[buf] = tag
-        for h in self.layout.overlaps[buf]:
-            out[h] = CLOBBERED
-        return tuple(out)
-
     # ------------------------------------------------------------ thread steps
     def _thread(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
         op = ins.op
@@ -824,104 +688,6 @@ class Model:
             t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis)
             out.append((("t", c, gi, k), t, ()))
 
-    # ------------------------------------------------------------ asynchronous events
-    def _land(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        buf, tag, nbytes, bar, site, src, seq = s.flight[i]
-        flight = s.flight[:i] + s.flight[i + 1:]
-        kind = "TMA load" if bar >= 0 else "cp.async copy"
-        findings = self._write_hazards(s, src, site, buf, f"the {kind} of tile {tag} lands in", landing=True)
-        t = s._replace(flight=flight, bufs=self._tags(s.bufs, buf, tag))
-        if bar >= 0:
-            events: list[str] = []
-            before = t.bars[bar]
-            nb = S.complete_tx(before, nbytes, events)
-            f, halted = self._bar_events(events, -1, site, bar, before, nbytes)
-            findings.extend(f)
-            t = t._replace(bars=t.bars[:bar] + (nb,) + t.bars[bar + 1:], halted=halted)
-        return ("l", i), t, tuple(findings)
-
-    def _mma_done(self, s: State, u: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        done, forming, inflight = s.mmas[u]
-        seq, ops, site, c, result = inflight[0]
-        mmas = s.mmas[:u] + ((done + 1, forming, inflight[1:]),) + s.mmas[u + 1:]
-        t = s._replace(mmas=mmas)
-        findings: tuple = ()
-        if result is not None:
-            buf, tag = result
-            findings = tuple(self._write_hazards(t, c, site, buf, f"the mma_async of {self.unit_label[u]} writes tile "
-                                                 f"{tag} into", landing=True))
-            t = t._replace(bufs=self._tags(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
-        return ("m", u), t, findings
-
-    def _store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        c, seq, buf, tag, stage, site = s.stores[i]
-        rest = s.stores[:i] + s.stores[i + 1:]
-        if stage == 0:
-            rest = tuple(sorted(rest + ((c, seq, buf, tag, 1, site),)))
-        return ("s", i), s._replace(stores=rest), ()
-
-    def _commit_ready(self, s: State, k: tuple) -> bool:
-        kind, who, upto = k[0], k[1], k[2]
-        if kind == "mma":
-            return s.mmas[who][0] >= upto
-        return not any(op[5] == who and op[3] < 0 and op[6] < upto for op in s.flight)
-
-    def _commit_fire(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        kind, unit, upto, bars, site, c, who, m = s.commits[i]
-        commits = s.commits[:i] + s.commits[i + 1:]
-        findings: list[Finding] = []
-        new = list(s.bars)
-        halted = None
-        for gid in bars:
-            cta = gid // self.layout.nbar
-            if s.exited[cta]:
-                findings.append(Finding("exit-inflight", f"{self.classes[c].label}'s {'tcgen05.commit' if kind == 'mma' else 'cp.async'} "
-                                        f"arrival reaches {self._bar_name(gid)} after CTA {cta} exited: undefined",
-                                        site, c, (gid,)))
-                continue
-            recorded = -1
-            for _ in range(m):  # one arrival per thread that issued it
-                events: list[str] = []
-                before = new[gid]
-                first = before is None or before.phase != recorded
-                if before is not None:
-                    recorded = before.phase
-                new[gid] = S.arrive(before, 1, who, events, first=first)
-                f, h = self._bar_events(events, c, site, gid, before)
-                findings.extend(f)
-                halted = halted or h
-                if h:
-                    break
-        return ("k", i), s._replace(commits=commits, bars=tuple(new), halted=halted), tuple(findings)
-
-    def _exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
-        """A CTA exits once its last thread has finished: nothing may still be in flight into or out of it."""
-        out = []
-        pb, pr = self.layout.nbuf, self.layout.nbar
-        for buf, tag, nbytes, bar, site, src, seq in s.flight:
-            if buf // pb == cta:
-                what = f"the TMA load of tile {tag} into {self._buf_name(buf)} ({nbytes} bytes)" if bar >= 0 else \
-                    f"the cp.async copy of tile {tag} into {self._buf_name(buf)}"
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while {what} is still in flight: undefined "
-                                   "behaviour (may corrupt or fault)", site, src))
-                break
-        for u, (done, forming, inflight) in enumerate(s.mmas):
-            if inflight and self.unit_cta[u] == cta:
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async of {self.unit_label[u]} still "
-                                   "reads its shared memory", inflight[0][2], inflight[0][3]))
-                break
-        for c, seq, buf, tag, stage, site in s.stores:
-            if stage == 0 and buf // pb == cta:
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while the TMA store of tile {tag} still reads "
-                                   f"{self._buf_name(buf)}: drain it with wait_group_read 0 (producer_tail)", site, c))
-                break
-        for kind, who, upto, bars, site, c, _, _ in s.commits:
-            if any(g // pr == cta for g in bars):
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while an arrival on its barrier "
-                                   f"{self._bar_name(bars[0])} is still owed", site, c))
-                break
-        exited = s.exited[:cta] + (True,) + s.exited[cta + 1:]
-        return ("x", cta), s._replace(exited=exited), tuple(out)
 
 
 def _plural(text: str) -> str:

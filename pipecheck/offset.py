@@ -36,8 +36,10 @@ from typing import Any, Sequence
 from .compiled import liveness
 from .diagnostics import SpecError, error
 from .futures import FUTURE_HORIZON
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, EXPECT_TX, LOCAL_OPS, CP_ASYNC, CP_ASYNC_ARRIVE, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ,
-                 RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst, ROp, RRef, RRing, RVar, Site)
+from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
+                 CP_ASYNC_ARRIVE, EXPECT_TX, FENCE_INIT, INIT, INVAL, JUMP, LET, LOCAL_OPS, MMA, MMA_COMMIT, MMA_WAIT,
+                 READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst, ROp, RRef, RRing,
+                 RVar, Site)
 from .model import FAR_K, Model, State, _merge
 
 FAR = FAR_K  # the K register of a state whose loops are nowhere near their end
@@ -394,6 +396,8 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
             ins = ins_[pc]
             if ins.op == CHOOSE:
                 raise Refused("a `choose` inside the loop", ins.site)
+            if ins.op in (INIT, INVAL, FENCE_INIT):  # a barrier restarted at phase 0 inside the loop
+                raise Refused(f"'{ins.op}' inside the loop", ins.site)
             if ins.op == LET and ins.args[0] not in loopvars and ins.args[0] in live[head]:
                 raise Refused("a value is carried from one iteration of the loop to the next", ins.site)
     strides = [_stride(prog, head) for head in guards]
