@@ -110,6 +110,7 @@ def test_state_count_does_not_depend_on_k(tmp_path):
     ("arrive full[st.index] expect_tx 1024 * K", "upper bound of a `for` loop"),
     ("if k == 0 { arrive full[st.index] expect_tx 1024 } else { arrive full[st.index] expect_tx 1024 }",
      "a loop counter is used other than in a tile tag"),
+    ("init empty[st.index] count 1\n        arrive full[st.index] expect_tx 1024", "'init' inside the loop"),
 ])
 def test_refused_by_name(tmp_path, body, why):
     text = NO_ACQUIRE.replace("arrive full[st.index] expect_tx 1024", body, 1)
