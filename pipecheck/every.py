@@ -122,8 +122,10 @@ def verify_every(path: str, options, progress: Callable | None = None):
             break
     info = Every(name, lo, hi, states, time.perf_counter() - start, tuple(found), None, stopped)
     if not found:
-        # the checks over parameters and byte accounting (no exploration) still speak, at the default point
-        static = verify_file(path, replace(options, every=None, explore=False))
+        # the checks over parameters and byte accounting (no exploration) still speak, at every value of K
+        pinned = tuple(options.overrides) + tuple((q.name, q.value) for q in p.kernel.params
+                                                  if q.name != name and q.name not in dict(options.overrides))
+        static = verify_file(path, replace(options, every=None, explore=False, all_params=True, overrides=pinned))
         if static.static:
             static.every = info
             return static
