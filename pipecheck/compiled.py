@@ -37,25 +37,25 @@ class CInstr:
     once: bool = False
 
 
-def _vars(e) -> set[int]:
+def registers_read(e) -> set[int]:
     if isinstance(e, (RVar, RRing)):
         return {e.slot}
     if isinstance(e, ROp):
         out: set[int] = set()
         for a in e.args:
-            out |= _vars(a)
+            out |= registers_read(a)
         return out
     if isinstance(e, RRef):
         out = set()
         for i in e.indices:
-            out |= _vars(i)
+            out |= registers_read(i)
         if e.cta is not None:
-            out |= _vars(e.cta)
+            out |= registers_read(e.cta)
         return out
     if isinstance(e, tuple):
         out = set()
         for x in e:
-            out |= _vars(x)
+            out |= registers_read(x)
         return out
     return set()
 
@@ -73,17 +73,17 @@ def liveness(prog: Program) -> list[frozenset[int]]:
         u, d = set(), set()
         if ins.op == LET:
             d.add(ins.args[0])
-            u |= _vars(ins.args[1])
+            u |= registers_read(ins.args[1])
         elif ins.op == CHOOSE:
             d.add(ins.args[0])
-            u |= _vars(ins.args[1:])
+            u |= registers_read(ins.args[1:])
         elif ins.op == RING:
             d.add(ins.args[0])
         elif ins.op == ADVANCE:
             u.add(ins.args[0])
             d.add(ins.args[0])
         else:
-            u |= _vars(ins.args)
+            u |= registers_read(ins.args)
             if ins.op in GHOST_USERS:
                 u.add(ins.args[-1])
         uses.append(u)
@@ -116,7 +116,7 @@ def once_per_round(prog: Program) -> frozenset[int]:
     restarted = {ins.args[0] for pc, ins in enumerate(prog.instrs) if ins.op == RING and _on_cycle(succ, pc)}
 
     def ring_of(ins) -> int | None:
-        i = _ring_index(ins.args[0])
+        i = ring_index(ins.args[0])
         return i.slot if i is not None and i.slot not in restarted else None
 
     entry: list[frozenset | None] = [None] * n  # (array, ring, pc of the arrival)
@@ -198,7 +198,7 @@ def compile_ref(layout: Layout, ref: RRef, site: int, barrier: bool) -> RefFn:
     return f
 
 
-def _ring_index(ref: RRef) -> RRing | None:
+def ring_index(ref: RRef) -> RRing | None:
     """The ring whose `.index` indexes `ref` (`empty[st.index]`), if any."""
     return next((i for i in ref.indices if isinstance(i, RRing) and i.attr == "index"), None)
 
@@ -208,7 +208,7 @@ def _round(ref: RRef):
 
     Two arrivals by one thread on one barrier phase are a double arrival only when they
     belong to the same round; an arrival of the next round landing early is phase drift."""
-    i = _ring_index(ref)
+    i = ring_index(ref)
     if i is None:
         return None
     slot, stages = i.slot, i.stages

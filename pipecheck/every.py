@@ -35,7 +35,6 @@ class Every:
     lo: int
     hi: int  # the declared range: every value in lo..hi lowers to the code the run explored
     states: int  # states of the folded exploration (all configuration classes)
-    seconds: float
     codes: tuple[str, ...]  # what the folded exploration found (empty: verified for every K >= lo)
     witness_k: int | None = None  # the smallest K whose ordinary run has a finding
     stopped: str | None = None
@@ -76,10 +75,10 @@ def verify_every(path: str, options, progress: Callable | None = None):
         raise refusal(Refused(f"{name} sizes a declaration or changes the configurations"), name, sites)
     # every value of the declared range must lower to the same code but for K + c: a branch or min/max over
     # K that folds the same way at two values could fold differently at a third
+    kvar = RVar(-1, name)
     for k in range(lo, hi - 1):
         kern = check_kernel(p.ast, p.procs, dict(options.overrides) | {name: k}, p.display)
         codes, _ = resolve_roles(kern, sources, options.lockstep)
-        kvar = RVar(-1, name)
         try:
             if shape(kern) != shape(kernels[0]) or len(codes) != len(codes_a):
                 raise Refused(f"{name} sizes a declaration")
@@ -120,7 +119,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         if exp.stopped and exp.stopped != "first-finding":
             stopped = exp.stopped
             break
-    info = Every(name, lo, hi, states, time.perf_counter() - start, tuple(found), None, stopped)
+    info = Every(name, lo, hi, states, tuple(found), None, stopped)
     if not found:
         # the checks over parameters and byte accounting (no exploration) still speak, at every value of K
         pinned = tuple(options.overrides) + tuple((q.name, q.value) for q in p.kernel.params
@@ -146,7 +145,6 @@ def verify_every(path: str, options, progress: Callable | None = None):
         last = r
         if r.verdict == "findings":  # the first K with a finding (the folded run stopped at its first one)
             info.witness_k = k
-            info.seconds = time.perf_counter() - start
             r.every = info
             return r
     raise error("every", f"--every {name}: the loop-offset run found {', '.join(found)}, but no run with {name} in "

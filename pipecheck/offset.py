@@ -30,10 +30,11 @@ offsets (docs/performance.md, "Loop-offset abstraction").
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .compiled import liveness
+from .compiled import liveness, registers_read, ring_index
 from .diagnostics import SpecError, error
 from .futures import FUTURE_HORIZON
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
@@ -140,7 +141,7 @@ class ClassPlan:
     rings: frozenset = frozenset()
     hidden: frozenset = frozenset()  # wgmma group counters
     family: tuple = ()  # every counter slot, sorted
-    tconst: list = field(default_factory=list)  # per pc: a constant tile tag or loop start still reachable (or None)
+    tconst: list = field(default_factory=list)  # per pc: a constant tile tag or loop start still reachable
     vinit: list = field(default_factory=list)  # per pc: the largest loop start still reachable
     rinit: list = field(default_factory=list)  # per pc: a ring of the family may still be (re)started
     exit_live: dict = field(default_factory=dict)  # guard pc -> counters live after the loop
@@ -154,23 +155,9 @@ class Plan:
     stages: int  # the size of the rings of the loops (0: none)
     classes: list[ClassPlan]
     tbufs: frozenset  # buffer names whose tags follow a loop counter
-    rbars: frozenset  # barrier names indexed by the loops' rings
+    rbars: frozenset  # barrier names indexed by the loops' rings (anywhere): their phases shift with them
     near: int = 0  # how many guard crossings one step and the reduction's look-ahead can make
     horizon: int = FUTURE_HORIZON  # the look-ahead of the reduction (visible statements of a thread)
-
-
-def _vars(e: Any) -> set[int]:
-    if isinstance(e, RVar):
-        return {e.slot}
-    if isinstance(e, RRing):
-        return {e.slot}
-    if isinstance(e, (ROp,)):
-        return set().union(*(_vars(x) for x in e.args)) if e.args else set()
-    if isinstance(e, RRef):
-        return set().union(*(_vars(x) for x in e.indices), _vars(e.cta) if e.cta is not None else set())
-    if isinstance(e, tuple):
-        return set().union(*(_vars(x) for x in e)) if e else set()
-    return set()
 
 
 def _rings_in(e: Any, out: list) -> None:
@@ -253,7 +240,7 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
         if prog in cache:
             plans.append(cache[prog])
             continue
-        cp = _class_plan(prog, tbufs, rbars, stages)
+        cp = _class_plan(prog, tbufs, stages)
         cache[prog] = cp
         plans.append(cp)
     for prog, cp in zip(progs, plans):
@@ -263,14 +250,14 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
                     raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`) nor a constant",
                                   ins.site)
             for ref in _bar_refs(ins):  # a barrier indexed by a shifted ring anywhere has its phases shifted
-                idx = next((i for i in ref.indices if isinstance(i, RRing) and i.attr == "index"), None)
+                idx = ring_index(ref)
                 if idx is not None and idx.slot in cp.rings:
                     rbars.add(ref.name)
     waits: list[tuple[str, int]] = []
     for prog, cp in zip(progs, plans):
         for ins in prog.instrs:
             if ins.op == WAIT:
-                idx = next((i for i in ins.args[0].indices if isinstance(i, RRing) and i.attr == "index"), None)
+                idx = ring_index(ins.args[0])
                 if idx is not None and idx.slot not in cp.rings:
                     waits.append((ins.args[0].name, ins.site))
     for bar, site in waits:
@@ -298,7 +285,7 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
             if ins.op == RING and ins.args[0] in cp.rings:
                 rstart[pc].add(True)
         cr, sr, rr = _reach_from(succ, consts), _reach_from(succ, starts), _reach_from(succ, rstart)
-        cp.tconst = [min(x) if x else None for x in cr]
+        cp.tconst = [bool(x) for x in cr]
         cp.vinit = [max(x) if x else None for x in sr]
         cp.rinit = [bool(x) for x in rr]
     strides = [cp.stride for cp in plans if cp.stride]
@@ -309,12 +296,12 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
     return Plan(name, lo, S, plans, frozenset(tbufs), frozenset(rbars), near, horizon)
 
 
-def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan:
+def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
     ins_ = prog.instrs
     kslot = prog.nslots - 1
     guards: dict[int, int] = {}
     for pc, ins in enumerate(ins_):
-        if kslot in _vars(ins.args):
+        if kslot in registers_read(ins.args):
             cond = ins.args[0] if ins.op == BRANCH else None
             if not (isinstance(cond, ROp) and cond.op == "<" and isinstance(cond.args[0], RVar)
                     and cond.args[1] == RVar(kslot, cond.args[1].name if isinstance(cond.args[1], RVar) else "")):
@@ -350,7 +337,7 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
                 hidden.add(ins.args[-1])
     # uses of the loop counters: their own start and increment, the guard, tile tags
     for pc, ins in enumerate(ins_):
-        used = _vars(ins.args) & loopvars
+        used = registers_read(ins.args) & loopvars
         if ins.op == LET and ins.args[0] in loopvars:
             v, e = ins.args
             if not (isinstance(e, RConst) or e == ROp("+", (RVar(v, ""), RConst(1)))
@@ -361,7 +348,7 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
         if not used or pc in guards:
             continue
         tagged = _tags(ins)
-        if tagged and not _vars(_untagged(ins)) & loopvars:
+        if tagged and not registers_read(_untagged(ins)) & loopvars:
             for ref, tag in tagged:
                 form = _tag_form(tag, loopvars)
                 if form == "other":
@@ -379,14 +366,13 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
                 stages.add(r.stages)
                 if r.attr == "count":
                     raise Refused("a ring of the loop is read through .count", ins.site)
-        if ins.op == BRANCH and pc in inside and pc not in guards and _vars(ins.args[0]) & (rings | loopvars | hidden):
+        if ins.op == BRANCH and pc in inside and pc not in guards and registers_read(ins.args[0]) & (rings | loopvars | hidden):
             raise Refused("a branch inside the loop reads a counter", ins.site)
         if pc in inside:
             for ref in _bar_refs(ins):
-                idx = next((i for i in ref.indices if isinstance(i, RRing) and i.attr == "index"), None)
+                idx = ring_index(ref)
                 if idx is None or idx.slot not in rings:
                     raise Refused(f"barrier {ref.name} is used in the loop without a ring index", ins.site)
-                rbars.add(ref.name)
     live = liveness(prog)
     fam = tuple(sorted(loopvars | rings | hidden))
     # each iteration must start from the same registers but for the counters: then a path with no visible
@@ -409,7 +395,6 @@ def _class_plan(prog: Program, tbufs: set, rbars: set, stages: set) -> ClassPlan
 
 def _stride(prog: Program, head: int) -> int:
     """The fewest visible statements on a path from the guard back to it that has at least one (0: none has)."""
-    import heapq
     succ = prog.successors()
     exit_pc = prog.instrs[head].target
     best: dict[tuple[int, bool], int] = {}
@@ -463,7 +448,6 @@ class Offset:
             if self.unit[c] in self.munits and not cp.hidden:
                 raise Refused("the threads of one warpgroup issue wgmma in the loop on some paths only")
         self.S = plan.stages
-        self.shifts = 0  # states mapped to a smaller offset (for the report)
         self._canon = getattr(base, "canon_successors", None)
         self._raw = getattr(base, "raw_successors", base.successors)
 
@@ -500,10 +484,7 @@ class Offset:
             succ = self._canon(succ)
         out = []
         for a, t, f in succ:
-            u = self.shift(t)
-            if u is not t:
-                self.shifts += 1
-            out.append((a, u, f))
+            out.append((a, self.shift(t), f))
         return out
 
     def successors(self, s: State) -> list:
@@ -581,7 +562,7 @@ class Offset:
                 x = env[cp.kslot]
                 if x is not None and x < tmin:  # FAR and above: never the minimum
                     tmin = x
-                if cp.tconst[pc] is not None:
+                if cp.tconst[pc]:
                     tmin = 0  # a constant tag or loop start still to come keeps its meaning only unshifted
                 for r in cp.rings:
                     x = env[r]
