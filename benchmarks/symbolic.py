@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from pipecheck.configs import config_classes
-from pipecheck.lower import resolve_roles
-from pipecheck.verify import Options, verify_file
+from pipecheck.pipeline.configurations import config_classes
+from pipecheck.lang.lower import resolve_roles
+from pipecheck.pipeline.verify import Options, verify_file
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,21 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-# The submodule `pipecheck.verify` is imported before the function `verify` below is defined: importing a
-# submodule for the first time sets the package attribute of its name, which would otherwise replace the function.
-from . import verify as _verify_module  # noqa: F401  (see above)
-
-__version__ = "0.1.0"
+from .core.version import __version__
 __all__ = ["Finding", "Location", "Report", "Spec", "SpecError", "Step", "load", "verify", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .check import CheckedKernel
-    from .verify import Result
+    from .lang.check import CheckedKernel
+    from .pipeline.result import Result
 
 
 def __getattr__(name: str) -> Any:
     if name == "SpecError":
-        from .diagnostics import SpecError
+        from .core.diagnostics import SpecError
         return SpecError
     raise AttributeError(f"module 'pipecheck' has no attribute {name!r}")
 
@@ -119,7 +115,7 @@ class Report:
     @property
     def findings(self) -> list[Finding]:
         from .report.common import view
-        from .trace import barrier_short
+        from .report.trace import barrier_short
         out = []
         for issue in self.result.issues:
             v = view(self.result, issue)
@@ -137,8 +133,11 @@ class Report:
         return out
 
     def text(self, color: bool = False) -> str:
+        if color:
+            from .report.rich_text import render_result_rich
+            return render_result_rich(self.result)
         from .report.text import render_result
-        return render_result(self.result, color=color)
+        return render_result(self.result)
 
     def to_json(self) -> dict:
         """The pipecheck-result/1 document (docs/json-schema.md)."""
@@ -159,7 +158,7 @@ class Report:
 
 def load(path: str, **params: int) -> Spec:
     """Parse and check a spec, with parameter overrides (`load("ring.pipe", STAGES=6)`); raises SpecError."""
-    from .verify import load_checked
+    from .pipeline.verify import load_checked
     overrides = tuple(params.items())
     kernel = load_checked(str(path), dict(overrides), {})
     return Spec(str(path), overrides, kernel)
@@ -168,8 +167,9 @@ def load(path: str, **params: int) -> Spec:
 def verify(spec: "Spec | str", *, elect: str = "any", max_states: int = 2_000_000, timeout: float | None = None,
            all_findings: bool = False, params: Mapping[str, int] | None = None) -> Report:
     """Explore every schedule of a spec (a `Spec` or a path) and return its `Report`; raises SpecError."""
-    from .explore import Limits
-    from .verify import Options, verify_file
+    from .search.explore import Limits
+    from .pipeline.verify import verify_file
+    from .pipeline.result import Options
     if elect not in ("any", "lowest"):
         raise ValueError("elect is 'any' or 'lowest'")
     if isinstance(spec, Spec):

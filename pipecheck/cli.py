@@ -9,9 +9,10 @@ import os
 import sys
 from typing import Sequence, TextIO
 
-from .diagnostics import Diagnostic, SpecError, render
-from .explore import Limits
-from .verify import Options, Result, load_checked, verify_file
+from .core.diagnostics import Diagnostic, SpecError, render
+from .pipeline.result import Options, Result
+from .pipeline.verify import load_checked, verify_file
+from .search.explore import Limits
 
 EXIT_VERIFIED, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -395,8 +396,12 @@ def _verify_all(args, options: Options, out: TextIO, stderr: TextIO) -> int:
             continue
         results.append(result)
         if args.format == "text":
-            from .report.text import render_result
-            out.write(render_result(result, color=color, width=_width() if color else None))
+            if color:
+                from .report.rich_text import render_result_rich
+                out.write(render_result_rich(result, width=_width()))
+            else:
+                from .report.text import render_result
+                out.write(render_result(result))
         elif args.format == "json":
             from .report.json_report import render_json
             out.write(render_json(result))

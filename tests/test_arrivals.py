@@ -9,10 +9,11 @@ changes a verdict.
 """
 from __future__ import annotations
 
-from pipecheck import por
-from pipecheck import semantics as S
-from pipecheck.explore import Limits
-from pipecheck.verify import Options, verify_file
+from pipecheck.search import por
+from pipecheck.search.footprints import Footprints
+from pipecheck.model import semantics as S
+from pipecheck.search.explore import Limits
+from pipecheck.pipeline.verify import Options, verify_file
 from conftest import ROOT
 
 RING = (ROOT / "examples" / "ring.pipe").read_text()
@@ -94,8 +95,8 @@ def test_only_multicast_barriers_make_consumers_wait_for_their_bytes():
     deepgemm = run(ROOT / "specs" / "deepgemm_sm90_fp8.pipe", lockstep=True, limits=Limits(max_states=1), overrides=())
     model = deepgemm.runs[0].model
     names = model.layout.bar_names
-    least = {names[g].split("[")[0]: v for g, v in enumerate(model.futures.tx_least)}
+    least = {names[g].split("[")[0]: v for g, v in enumerate(Footprints(model).tx_least)}
     assert least["cta0.full" if "cta0.full" in least else "full"] == 128 * 128 * 2 + 512
     assert all(v == 0 for n, v in least.items() if "empty" in n)
     coop = run(ROOT / "specs" / "cutlass_sm90_cooperative.pipe", limits=Limits(max_states=1), overrides=())
-    assert not any(coop.runs[0].model.futures.tx_least)
+    assert not any(Footprints(coop.runs[0].model).tx_least)

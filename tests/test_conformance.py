@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SPEC_FILES, cli
-from pipecheck.diagnostics import SpecError
+from pipecheck.core.diagnostics import SpecError
 from pipecheck.replay.cuda import ReplayOptions, emit
 from pipecheck.replay.outcome import (ModelVerdict, Recorded, config_key, expectation, explained_differences,
                                       judge, judge_recorded, load_recorded, model_verdict, parse_outcomes, run_kinds)

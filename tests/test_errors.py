@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cli
-from pipecheck.diagnostics import SPEC_ERRORS
+from pipecheck.core.diagnostics import SPEC_ERRORS
 
 EXAMPLES = sorted((ROOT / "tests" / "data" / "errors").glob("*.pipe"))
 HEADER = re.compile(r"^# error: (?:(?P<line>\d+):(?P<col>\d+): )?(?P<message>.+) \[(?P<code>[a-z-]+)\]$")

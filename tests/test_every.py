@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import ROOT, cli
-from pipecheck.verify import Options, verify_file
+from pipecheck.pipeline.verify import Options, verify_file
 
 RING = ROOT / "benchmarks" / "specs" / "ring_fixed.pipe"
 RING_BUG = ROOT / "benchmarks" / "specs" / "ring_bug3722.pipe"
@@ -165,7 +165,7 @@ def test_json_says_every(tmp_path):
 
 
 def _loop_param(path) -> str | None:
-    from pipecheck.verify import load_checked
+    from pipecheck.pipeline.verify import load_checked
     names = [p.name for p in load_checked(str(path), {}, {}).params]
     return next((n for n in ("K_TILES", "K_BLOCKS", "N_BLOCKS", "K") if n in names), None)
 
@@ -175,8 +175,8 @@ def _loop_param(path) -> str | None:
 def test_corpus_every_is_refused_or_agrees(path):
     """On every spec of the corpus with a loop bound: --every is refused by name (exit 2), or it finds
     something exactly when an ordinary run at some K does, at the first such K (STAGES = 2)."""
-    from pipecheck.diagnostics import SpecError
-    from pipecheck.verify import load_checked
+    from pipecheck.core.diagnostics import SpecError
+    from pipecheck.pipeline.verify import load_checked
     name = _loop_param(path)
     params = {p.name: p for p in load_checked(str(path), {}, {}).params}
     ov = (("STAGES", max(2, params["STAGES"].lo or 2)),) if "STAGES" in params else ()

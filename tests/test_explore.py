@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipecheck.explore import Limits, explore, replay
+from pipecheck.search.explore import Limits, explore, replay
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from conftest import ROOT, cli
-from pipecheck.check import MAX_BLOCKS
-from pipecheck.configs import MAX_CONFIGS
-from pipecheck.parse import MAX_NESTING, MAX_SPEC_CHARS
+from pipecheck.lang.check import MAX_BLOCKS
+from pipecheck.pipeline.configurations import MAX_CONFIGS
+from pipecheck.lang.parse import MAX_NESTING, MAX_SPEC_CHARS
 
 RING = str(ROOT / "examples" / "ring.pipe")
 LOCATED = "error:"
@@ -284,7 +284,7 @@ class _SlowLine:
 def test_timeout_is_checked_by_the_clock_not_every_thousand_states():
     # a role-scope `choose c in 0 .. 4 KiB` gives each state ~30,000 successors; the timeout was only read
     # every 1024 expansions, so `--timeout 3` ran for many minutes (found by the fuzzer)
-    from pipecheck.explore import Limits, explore
+    from pipecheck.search.explore import Limits, explore
     e = explore(_SlowLine(), Limits(timeout=0.05))
     assert e.stopped == "timeout" and not e.complete
     assert e.states < 200, e.states  # well before the 1024th expansion

@@ -1,9 +1,9 @@
 """Thread classes and configurations: 128-thread warpgroups become a few counted classes."""
 from __future__ import annotations
 
-from pipecheck.configs import config_classes
-from pipecheck.lower import resolve_roles
-from pipecheck.verify import load_checked
+from pipecheck.pipeline.configurations import config_classes
+from pipecheck.lang.lower import resolve_roles
+from pipecheck.pipeline.verify import load_checked
 from conftest import ROOT
 
 

@@ -4,7 +4,7 @@ For each spec (at small parameters, so the full state space stays small) the pla
 (no partial-order reduction, no symmetry, visited states kept as tuples) and each reduced
 search run to completion, past findings too, and must report the same verdict and the same
 set of (code, line) findings. Persistent-set search preserves every reachable finding of an
-acyclic system (por.py) and symmetry only merges isomorphic states (symmetry.py); this test
+acyclic system (search/por.py) and symmetry only merges isomorphic states (search/symmetry.py); this test
 checks that the model's footprints and renamings make those theorems apply. Where the plain
 search past findings is too large, they must at least agree on the verdict.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from pipecheck.explore import Limits
-from pipecheck.verify import Options, load_checked, verify_file
+from pipecheck.search.explore import Limits
+from pipecheck.pipeline.verify import Options, load_checked, verify_file
 from conftest import ROOT, corpus
 
 SMALL = {"STAGES": 2, "K_TILES": 2, "TILES": 2, "ACC_STAGES": 1}
@@ -89,9 +89,9 @@ def test_reductions_preserve_findings(path: Path):
 
 def lockstep_matters(path: Path, ov: tuple) -> bool:
     """Whether --lockstep moves some warp's classes together (otherwise it is the default model, tested above)."""
-    from pipecheck.configs import config_classes
-    from pipecheck.lower import resolve_roles
-    from pipecheck.model import Model
+    from pipecheck.pipeline.configurations import config_classes
+    from pipecheck.lang.lower import resolve_roles
+    from pipecheck.model.system import Model
     sources: dict = {}
     k = load_checked(str(path), dict(ov), sources)
     codes, sites = resolve_roles(k, sources, True)

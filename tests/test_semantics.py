@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipecheck import semantics as S
+from pipecheck.model import semantics as S
 from conftest import ROOT, verify_json
 
 DATA = json.loads((Path(__file__).parent / "data" / "h200_vectors.json").read_text())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.verify import Options, verify_file
+from pipecheck.pipeline.verify import Options, verify_file
 from conftest import ROOT, cli, verify_json
 
 

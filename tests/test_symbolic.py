@@ -7,12 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipecheck.configs import config_classes
-from pipecheck.lower import build_classes, lane_profile, resolve_roles
-from pipecheck.parse import load_spec
+from pipecheck.pipeline.configurations import config_classes
+from pipecheck.lang.lower import build_classes, lane_profile, resolve_roles
+from pipecheck.lang.parse import load_spec
 from pipecheck.symbolic.classes import lane_partition, param_classes, param_predicates, points_text
 from pipecheck.symbolic.terms import ParamSpace
-from pipecheck.verify import Options, load_checked, verify_file
+from pipecheck.pipeline.verify import Options, load_checked, verify_file
 from conftest import ROOT, SPEC_FILES, cli, verify_json
 
 SPECS = SPEC_FILES

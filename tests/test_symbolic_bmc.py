@@ -13,15 +13,15 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from pipecheck import ir
-from pipecheck.configs import config_classes
-from pipecheck.diagnostics import SpecError
-from pipecheck.explore import Limits, replay
-from pipecheck.lower import resolve_roles
-from pipecheck.model import Model
+from pipecheck.model import ir
+from pipecheck.pipeline.configurations import config_classes
+from pipecheck.core.diagnostics import SpecError
+from pipecheck.search.explore import Limits, replay
+from pipecheck.lang.lower import resolve_roles
+from pipecheck.model.system import Model
 from pipecheck.symbolic import bmc
 from pipecheck.symbolic.bmc_moves import Moves
-from pipecheck.verify import load_checked
+from pipecheck.pipeline.verify import load_checked
 from conftest import ROOT, SPEC_FILES, cli, corpus
 
 SPECS = SPEC_FILES

@@ -6,9 +6,9 @@ with the others, and the overwrite it allows is still found.
 """
 from __future__ import annotations
 
-from pipecheck.explore import Limits
-from pipecheck.symmetry import Symmetric
-from pipecheck.verify import Options, verify_file
+from pipecheck.search.explore import Limits
+from pipecheck.search.symmetry import Symmetric
+from pipecheck.pipeline.verify import Options, verify_file
 from conftest import ROOT
 
 SPEC = str(ROOT / "tests" / "data" / "symmetry" / "warp_release.pipe")

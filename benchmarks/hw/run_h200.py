@@ -64,7 +64,7 @@ def header_overrides(spec: Path) -> list[tuple[tuple[str, int], ...]]:
 
 
 def _role_chooses(body) -> list[tuple[int, int, int]]:
-    from pipecheck.ir import RConst
+    from pipecheck.model.ir import RConst
     out: list[tuple[int, int, int]] = []
     for s in body:
         if s[0] == "choose" and isinstance(s[2], RConst) and isinstance(s[3], RConst):
@@ -80,9 +80,9 @@ def _role_chooses(body) -> list[tuple[int, int, int]]:
 
 def configurations(spec: str, pins: tuple, max_choices: int) -> list[tuple[int | None, tuple]]:
     """(elected lane, choices) pairs to replay for one spec at these parameters."""
-    from pipecheck.diagnostics import SpecError
-    from pipecheck.lower import resolve_roles
-    from pipecheck.verify import load_checked
+    from pipecheck.core.diagnostics import SpecError
+    from pipecheck.lang.lower import resolve_roles
+    from pipecheck.pipeline.verify import load_checked
     sources: dict[str, str] = {}
     try:
         k = load_checked(spec, dict(pins), sources)
@@ -112,7 +112,7 @@ def prepare(out_dir: Path, max_choices: int, only: str) -> list[dict]:
     """Emit every configuration's program into out_dir; plan.json lists them (and the refusals)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from pipecheck.diagnostics import SpecError
+    from pipecheck.core.diagnostics import SpecError
     from pipecheck.replay.cuda import ReplayOptions, emit
     os.chdir(ROOT)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,14 +9,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..check import CheckedKernel, binop
-from ..diagnostics import Span, SpecError, error
-from ..ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site
-from ..ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, EXPECT_TX,
-                  FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT,
-                  WAIT_GROUP, WRITE)
-from ..lower import FULL_MASK, RoleCode, lowest_lane, resolve_roles
-from ..verify import load_checked
+from ..core.diagnostics import Span, SpecError, error
+from ..lang.check import CheckedKernel, binop
+from ..lang.lower import RoleCode, resolve_roles
+from ..model.ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site
+from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE,
+                        EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD,
+                        TMA_STORE, WAIT, WAIT_GROUP, WRITE)
+from ..model.threads import FULL_MASK, lowest_lane
+from ..pipeline.verify import load_checked
 
 SMEM_LIMIT = 227 * 1024  # SEMANTICS 6: per-block SMEM of sm_90
 NTAG = 64  # tile tags are kept modulo this many global source regions

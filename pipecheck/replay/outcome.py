@@ -213,9 +213,11 @@ def explanation_for(table: Mapping[tuple[str, str], str], spec: str, key: str) -
 def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> ModelVerdict:
     """pipecheck's verdict for exactly this configuration: its finding codes, and whether any
     execution completes (a clean terminal state is reachable)."""
-    from ..explore import Limits
-    from ..lower import Config, lowest_lane, resolve_roles
-    from ..verify import Options, load_checked, verify_file
+    from ..search.explore import Limits
+    from ..lang.lower import resolve_roles
+    from ..model.threads import Config, lowest_lane
+    from ..pipeline.verify import load_checked, verify_file
+    from ..pipeline.result import Options
 
     params = tuple(sorted((k, int(v)) for k, v in config.get("params", {}).items()))
     sources: dict[str, str] = {}

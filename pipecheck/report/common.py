@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..diagnostics import Span
-from ..graphs import explain_hang
-from ..lower import Config
-from ..trace import Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
-from ..verify import Issue, Result
+from ..core.diagnostics import Span
+from ..model.threads import Config
+from ..pipeline.result import Issue, Result
+from .trace import Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
+from .waitfor import explain_hang
 
 
 @dataclass

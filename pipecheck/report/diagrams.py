@@ -5,9 +5,9 @@ lanes), each step with its number and spec line, the failing step highlighted.
 """
 from __future__ import annotations
 
-from ..trace import ASYNC, blocked_rows
-from ..verify import Result
+from ..pipeline.result import Result
 from .common import IssueView
+from .trace import ASYNC, blocked_rows
 
 _ARRIVING = ("arrive", "expect_tx", "complete_tx", "arrive_drop")
 

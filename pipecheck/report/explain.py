@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..check import CheckedKernel
-from ..configs import config_classes, describe, elect_sites
-from ..diagnostics import Diagnostic, render
-from ..graphs import BarrierContract, protocol_contract, protocol_graph, stage_flags
-from ..ir import EvalError, Site
-from ..lower import resolve_roles
-from ..verify import load_checked
+from ..core.diagnostics import Diagnostic, render
+from ..core.words import ranges
+from ..lang.check import CheckedKernel
+from ..lang.lower import resolve_roles
+from ..model.ir import EvalError, Site
+from ..pipeline.configurations import config_classes, describe, elect_sites
+from ..pipeline.verify import load_checked
+from .contract import BarrierContract, protocol_contract, protocol_graph, stage_flags
 
 SCHEMA = "pipecheck-contract/1"
 HEADINGS = ("barrier", "count", "phases", "init", "side", "role", "threads", "per phase", "lines")
@@ -77,21 +78,6 @@ class Explanation:
         return any(g.flag for c in self.contracts for g in c.groups)
 
 
-def _ranges(xs: tuple[int, ...]) -> str:
-    parts = []
-    start = prev = None
-    for x in sorted(xs):
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = x
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
-
 
 def _threads(kernel: CheckedKernel, role: str, members: tuple[int, ...]) -> str:
     decl = next(r for r in kernel.roles if r.name == role)
@@ -100,7 +86,7 @@ def _threads(kernel: CheckedKernel, role: str, members: tuple[int, ...]) -> str:
         return "the thread"
     if len(members) == decl.threads:
         return f"all {decl.threads} {unit}s"
-    return f"{unit}{'s' if len(members) > 1 else ''} {_ranges(members)}"
+    return f"{unit}{'s' if len(members) > 1 else ''} {ranges(members)}"
 
 
 def _per(total: int, phases: int) -> str:
@@ -182,7 +168,7 @@ def _groups(kernel: CheckedKernel, contracts: list[BarrierContract], sites: list
 
 def explain_file(path: str, overrides: dict[str, int], elect: str = "any") -> Explanation:
     """The contract of every configuration of a spec; raises SpecError when the spec is wrong."""
-    from ..diagnostics import error
+    from ..core.diagnostics import error
     sources: dict[str, str] = {}
     kernel = load_checked(path, overrides, sources)
     codes, sites = resolve_roles(kernel, sources)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from html import escape
 
-from ..diagnostics import Diagnostic, render
-from ..trace import ASYNC, Trace
-from ..verify import Result
+from ..core.diagnostics import Diagnostic, render
+from ..pipeline.result import Result
 from .common import IssueView, timeline_rows, view
 from .text import BARRIERS, header
+from .trace import ASYNC, Trace
 
 CELL = 36  # px per step
 RIGHT = 230  # px for each barrier's state at the end

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 
-from ..diagnostics import Span
-from ..model import Model, State
-from ..trace import blocked_rows
-from ..verify import Result
+from ..core.diagnostics import Span
+from ..core.version import __version__
+from ..model.state import State
+from ..model.system import Model
+from ..pipeline.result import Result
 from .common import view
+from .trace import blocked_rows
 
 SCHEMA = "pipecheck-result/1"
 
@@ -60,7 +62,6 @@ def to_dict(result: Result) -> dict:
             "needs_independent_scheduling": issue.needs_independent_scheduling,
         })
     static = [{"code": d.code, "severity": d.severity, "message": d.message, "location": _loc(d.span)} for d in result.static]
-    from .. import __version__
     out = {
         "schema": SCHEMA,
         "tool": {"name": "pipecheck", "version": __version__},

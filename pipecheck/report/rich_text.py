@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..diagnostics import render
-from ..verify import Result
+from ..core.diagnostics import render
+from ..pipeline.result import Result
 from .common import IssueView, Row, timeline_rows, view
 from .text import BARRIERS, counterexample_title, header, issue_head
 

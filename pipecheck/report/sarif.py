@@ -10,10 +10,11 @@ import json
 from pathlib import PurePath
 from typing import Iterable
 
-from ..diagnostics import FINDINGS, SPEC_ERRORS, Diagnostic, Span
-from ..trace import blocked_rows
-from ..verify import Result
+from ..core.diagnostics import FINDINGS, SPEC_ERRORS, Diagnostic, Span
+from ..core.version import __version__
+from ..pipeline.result import Result
 from .common import view
+from .trace import blocked_rows
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFO_URI = "https://github.com/pipecheck/pipecheck"
@@ -110,7 +111,6 @@ def _diag_result(d: Diagnostic, index: dict[str, int]) -> dict:
 def to_sarif(results: Iterable[Result], errors: Iterable[Diagnostic] = ()) -> dict:
     """A SARIF log for several specs' results and spec errors (which are results too: a spec that
     does not parse is something to fix at its line)."""
-    from .. import __version__
     rules = _rules()
     index = {r["id"]: i for i, r in enumerate(rules)}
     out_results: list[dict] = []

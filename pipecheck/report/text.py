@@ -1,14 +1,14 @@
 """The text report: verdict, each finding with its caret, condition, reason, and timeline.
 
-Plain text for pipes and files; `render_result(..., color=True)` hands the same content
-to `rich_text` for a terminal. Both are deterministic: no timings, no terminal probing here.
+Plain text for pipes and files; `rich_text` draws the same content for a terminal, from the
+parts defined here. Both are deterministic: no timings, no terminal probing here.
 """
 from __future__ import annotations
 
 import textwrap
 
-from ..diagnostics import Diagnostic, Note, render
-from ..verify import Result
+from ..core.diagnostics import Diagnostic, Note, render
+from ..pipeline.result import Result
 from .common import IssueView, Row, timeline_rows, view
 
 COLUMN_WIDTH = 30
@@ -106,11 +106,8 @@ def render_issue(result: Result, v: IssueView) -> list[str]:
     return out
 
 
-def render_result(result: Result, max_issues: int = 10, color: bool = False, width: int | None = None) -> str:
-    """The whole report; `color` renders it with rich (tables, styles) for a terminal `width` wide."""
-    if color:
-        from .rich_text import render_result_rich
-        return render_result_rich(result, max_issues, width)
+def render_result(result: Result, max_issues: int = 10) -> str:
+    """The whole report as plain text (`rich_text.render_result_rich` draws the same for a terminal)."""
     out = [header(result)]
     for d in result.static:
         out.append("")

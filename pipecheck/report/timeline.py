@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..configs import ConfigClass, config_classes, describe, elect_sites
-from ..diagnostics import Diagnostic, Span, error, render
-from ..explore import Limits, explore
-from ..ir import (ARRIVE, ARRIVE_DROP, CP_ASYNC_ARRIVE, END, MMA, MMA_COMMIT, READ, RING, TMA_LOAD,
-                  WAIT, EvalError, RRing)
-from ..lower import resolve_roles
-from ..model import Model, State
-from ..trace import ASYNC, describe_thread_step
-from ..verify import load_checked
+from ..core.diagnostics import Diagnostic, Span, error, render
+from ..lang.lower import resolve_roles
+from ..model.ir import (ARRIVE, ARRIVE_DROP, CP_ASYNC_ARRIVE, END, MMA, MMA_COMMIT, READ, RING, TMA_LOAD, WAIT,
+                        EvalError, RRing)
+from ..model.state import State
+from ..model.system import Model
+from ..pipeline.configurations import ConfigClass, config_classes, describe, elect_sites
+from ..pipeline.verify import load_checked
+from ..search.explore import Limits, explore
+from .trace import ASYNC, describe_thread_step
 
 SCHEMA = "pipecheck-timeline/1"
 RELEASES = (ARRIVE, ARRIVE_DROP, MMA_COMMIT, CP_ASYNC_ARRIVE)
@@ -333,7 +334,7 @@ def find_ring(model: Model) -> Ring | None:
 
 
 def _ring_in(exprs) -> RRing | None:
-    from ..ir import ROp
+    from ..model.ir import ROp
     for e in exprs:
         if isinstance(e, RRing) and e.attr == "index":
             return e

@@ -12,8 +12,9 @@ import time
 
 import z3
 
-from ..explore import Exploration, Found, Limits
-from ..model import Model, State
+from ..model.state import State
+from ..model.system import Model
+from ..search.explore import Exploration, Found, Limits
 from . import bmc_bars as B
 from .bmc_code import Unsupported
 from .bmc_moves import Move, Moves, St

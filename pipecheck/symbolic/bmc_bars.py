@@ -10,7 +10,7 @@ from typing import Any
 
 import z3
 
-from .. import semantics as S
+from ..model import semantics as S
 
 WIDTH = 32  # bit-vectors, not integers: the search is then pure SAT after bit-blasting, much faster
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import z3
 
-from ..ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
-                  CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT,
-                  READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE)
-from ..hazards import CLOBBERED
-from ..model import Model
+from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
+                        CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT,
+                        MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE)
+from ..model.state import CLOBBERED
+from ..model.system import Model
 from . import bmc_bars as B
 from .bmc_code import ClassCode, Node, Unsupported, unroll
 

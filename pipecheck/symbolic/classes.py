@@ -15,10 +15,11 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import z3
 
-from .. import ast as A
-from ..check import CheckedKernel, Inlined
-from ..ir import RChoice, RElect, RExpr, ROp, expr_text
-from ..lower import FULL_MASK, RoleCode, signature_nodes
+from ..lang import ast as A
+from ..lang.check import CheckedKernel, Inlined
+from ..lang.lower import RoleCode, signature_nodes
+from ..model.ir import RChoice, RElect, RExpr, ROp, expr_text
+from ..model.threads import FULL_MASK
 from .terms import ParamSpace, Point, Term, Unsupported, as_bool, as_int, ast_term, ir_term, mentions_only
 
 MAX_REGIONS = 256

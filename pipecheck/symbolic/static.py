@@ -13,13 +13,13 @@ from typing import Callable, Mapping, Sequence
 
 import z3
 
-from .. import ast as A
-from ..check import ARCHES, MAX_ARRIVAL_COUNT, MAX_TX, CheckedKernel, Inlined
-from ..diagnostics import Diagnostic, Note, Span
-from ..ir import (ADVANCE, ARRIVE, BRANCH, CHOOSE, COMPLETE_TX, END, EXPECT_TX, JUMP, LET, RING, TMA_LOAD, Instr,
-                  RRef, RRing, Site, compile_expr)
-from ..lower import ThreadClass
-from ..tensormaps import ELEMENT_BYTES
+from ..core.diagnostics import Diagnostic, Note, Span
+from ..lang import ast as A
+from ..lang.check import ARCHES, MAX_ARRIVAL_COUNT, MAX_TX, CheckedKernel, Inlined
+from ..model.ir import (ADVANCE, ARRIVE, BRANCH, CHOOSE, COMPLETE_TX, END, EXPECT_TX, JUMP, LET, RING, TMA_LOAD, Instr,
+                        RRef, RRing, Site, compile_expr)
+from ..model.tensormaps import ELEMENT_BYTES
+from ..model.threads import ThreadClass
 from .classes import formula_text, point_text
 from .terms import ParamSpace, Term, Unsupported, as_int, ast_term
 

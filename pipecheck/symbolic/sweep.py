@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import ast as A
-from ..check import CheckedKernel, check_kernel
-from ..diagnostics import Diagnostic, Note, SpecError, error
-from ..ir import Site
-from ..lower import ThreadClass
-from ..parse import load_spec
+from ..core.diagnostics import Diagnostic, Note, SpecError, error
+from ..lang import ast as A
+from ..lang.check import CheckedKernel, check_kernel
+from ..lang.parse import load_spec
+from ..model.ir import Site
+from ..model.threads import ThreadClass
 from .classes import (Choice, ElectSiteLike, LanePartition, ParamClasses, condition_text, param_classes,
                       param_predicates, point_text, region_points, witness_order)
 from .static import TxCollector, param_checks

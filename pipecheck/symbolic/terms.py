@@ -11,10 +11,10 @@ from typing import Callable, Iterator, Mapping
 
 import z3
 
-from .. import ast as A
-from ..check import CheckedKernel, eval_const
-from ..diagnostics import SpecError, error
-from ..ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp
+from ..core.diagnostics import SpecError, error
+from ..lang import ast as A
+from ..lang.check import CheckedKernel, eval_const
+from ..model.ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp
 
 MAX_POINTS = 4096  # parameter points --all-params explores at most
 Term = z3.ExprRef

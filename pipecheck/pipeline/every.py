@@ -1,4 +1,4 @@
-"""`verify --every K`: one exploration for every value of a loop bound (offset.py), then a witness.
+"""`verify --every K`: one exploration for every value of a loop bound (search/loop_offset.py), then a witness.
 
 The kernel is lowered at every value of K's declared range; the programs must differ only in
 K + c constants, which become a register. The folded exploration decides the verdict for every
@@ -12,19 +12,21 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .check import check_kernel
-from .compact import Interner
-from .configs import config_classes
-from .diagnostics import SpecError, error
-from .explore import Exploration, explore
-from .ir import EvalError
-from .lower import resolve_roles
-from .model import Model
-from .ir import RVar
-from .offset import Offset, Refused, bound_only, merge_tree, plan as offset_plan, refusal, symbolic_programs
-from .por import Reduced
-from .symbolic import sweep
-from .symmetry import Symmetric
+from ..core.diagnostics import SpecError, error
+from ..lang.check import check_kernel
+from ..lang.lower import resolve_roles
+from ..model.ir import EvalError
+from ..model.ir import RVar
+from ..model.system import Model
+from ..search.explore import Exploration, explore
+from ..search.footprints import Footprints
+from ..search.loop_offset import Offset, Refused, bound_only, merge_tree, plan as offset_plan, refusal, symbolic_programs
+from ..search.por import Reduced
+from ..search.symmetry import Symmetric
+from ..search.visited import Interner
+from ..symbolic import sweep
+from .configurations import config_classes
+from .result import Options, Result, Run, spec_error
 
 
 @dataclass
@@ -40,9 +42,10 @@ class Every:
     stopped: str | None = None
 
 
-def verify_every(path: str, options, progress: Callable | None = None):
-    """The result for every value of `options.every`; raises SpecError when the abstraction does not apply."""
-    from .verify import Result, Run, verify_file, _spec_error  # noqa: PLC0415 (verify imports this module)
+def verify_every(path: str, options: Options, progress: Callable | None, ordinary: Callable[..., Result]) -> Result:
+    """The result for every value of `options.every`; raises SpecError when the abstraction does not apply.
+
+    `ordinary(path, options)` is the pipeline's run at one value of K (the witness, the static checks)."""
     start = time.perf_counter()
     name = options.every
     if any(n == name for n, _ in options.overrides):
@@ -66,7 +69,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         try:
             cc = config_classes(kern, codes, options.elect, {})
         except EvalError as exc:
-            raise _spec_error(exc, sites) from None
+            raise spec_error(exc, sites) from None
         kernels.append(kern)
         lowered.append((cc, sites, codes))
     (cca, sites, codes_a), (ccb, _, _) = lowered
@@ -103,14 +106,14 @@ def verify_every(path: str, options, progress: Callable | None = None):
             if options.symmetry:
                 sym = Symmetric(model)
                 base = sym if sym.active else model
-            folded = Offset(base, model, pl)
+            folded = Offset(base, model, pl, Footprints(model))
         except Refused as exc:
             raise refusal(exc, name, sites) from None
         system = Reduced(folded) if options.reduce else folded
         try:
             exp: Exploration = explore(system, options.limits, progress, Interner() if options.compact else None)
         except EvalError as exc:
-            raise _spec_error(exc, sites) from None
+            raise spec_error(exc, sites) from None
         states += exp.states
         for f in exp.found:
             if f.finding.code not in found:
@@ -124,7 +127,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
         # the checks over parameters and byte accounting (no exploration) still speak, at every value of K
         pinned = tuple(options.overrides) + tuple((q.name, q.value) for q in p.kernel.params
                                                   if q.name != name and q.name not in dict(options.overrides))
-        static = verify_file(path, replace(options, every=None, explore=False, all_params=True, overrides=pinned))
+        static = ordinary(path, replace(options, every=None, explore=False, all_params=True, overrides=pinned))
         if static.static:
             static.every = info
             return static
@@ -139,7 +142,7 @@ def verify_every(path: str, options, progress: Callable | None = None):
     last = None
     for k in range(lo, bound + 1):
         try:
-            r = verify_file(path, replace(concrete, overrides=tuple(options.overrides) + ((name, k),)))
+            r = ordinary(path, replace(concrete, overrides=tuple(options.overrides) + ((name, k),)))
         except SpecError:
             continue
         last = r

@@ -9,8 +9,10 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..core.diagnostics import Diagnostic, Note, Span, SpecError, error
+from ..model.ir import c_div, c_mod
+from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
-from .diagnostics import Diagnostic, Note, Span, SpecError, error
 
 ARCHES = {"sm_90": 227 * 1024, "sm_90a": 227 * 1024, "sm_100": 227 * 1024, "sm_100a": 227 * 1024}
 MAX_ARRIVAL_COUNT = (1 << 20) - 1
@@ -32,39 +34,6 @@ class ParamInfo:
     lo: int | None
     hi: int | None
     span: Span
-
-
-@dataclass(frozen=True)
-class BufferDecl:
-    name: str
-    dims: tuple[int, ...]
-    bytes: int
-    over: tuple[str, tuple[int, ...]] | None  # (buffer or mbarrier array, leading indices) it shares storage with
-    span: Span
-    space: str = "smem"  # smem | tmem
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
-
-
-@dataclass(frozen=True)
-class BarrierDecl:
-    name: str
-    dims: tuple[int, ...]
-    count: int
-    noinit: bool
-    span: Span
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
 
 
 @dataclass(frozen=True)
@@ -133,15 +102,6 @@ class CheckedKernel:
 
 
 # ---------------------------------------------------------------- constant evaluation
-
-
-def c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def c_mod(a: int, b: int) -> int:
-    return a - b * c_div(a, b)
 
 
 def eval_const(expr: A.Expr, env: Mapping[str, int], what: str = "this value") -> int:

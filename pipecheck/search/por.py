@@ -95,6 +95,11 @@ class Process:
 
 
 class ReducibleSystem(Protocol):
+    """What the reduction needs to know of a system: which process takes an action, and each process's
+    future as footprints (`Op`s) in a state."""
+
+    def process_of(self, action: Any) -> Any: ...
+
     def processes(self, state: Any, enabled: set) -> tuple[list[Process], Mapping[Any, int]]: ...
 
 
@@ -392,8 +397,11 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
 class Reduced:
     """A transition system that offers, in each state, only the transitions of a persistent set."""
 
-    def __init__(self, system: Any):
+    def __init__(self, system: Any, describer: ReducibleSystem | None = None):
+        """`describer` names the process of each action and describes the processes of a state (footprints);
+        by default the system describes itself."""
         self.system = system
+        self.describer = describer if describer is not None else system
         self.reduced_states = 0
         self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
         # a system that maps states to a canonical one (symmetry) may offer its successors before the
@@ -407,13 +415,13 @@ class Reduced:
     def successors(self, state: Any) -> list:
         succ = self._raw(state)
         if len(succ) > 1:
-            keys = {self.system.process_of(a) for a, _, _ in succ}
+            keys = {self.describer.process_of(a) for a, _, _ in succ}
             if len(keys) > 1:
-                procs, budgets = self.system.processes(state, keys)
+                procs, budgets = self.describer.processes(state, keys)
                 t = persistent(procs, budgets, self.wins)
                 if t is not None:
                     self.reduced_states += 1
-                    succ = [x for x in succ if self.system.process_of(x[0]) in t]
+                    succ = [x for x in succ if self.describer.process_of(x[0]) in t]
         return succ if self._canon is None else self._canon(succ)
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:

@@ -9,8 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .check import c_div, c_mod
-from .diagnostics import Span
+from ..core.diagnostics import Span
+
+
+# C integer arithmetic: division truncates toward zero, the remainder takes the dividend's sign
+def c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def c_mod(a: int, b: int) -> int:
+    return a - b * c_div(a, b)
+
 
 # ---------------------------------------------------------------- expressions
 

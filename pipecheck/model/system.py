@@ -9,51 +9,31 @@ transition touches shared state. Findings are raised by the transition that show
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
+from typing import Any
 
+from ..core.words import join_words
 from . import semantics as S
-from .check import CheckedKernel
 from .compiled import CInstr, compile_program
-from .findings import Finding
 from .events import AsyncEvents
-from .futures import Futures
-from .hazards import EMPTY, Hazards
+from .findings import Finding
+from .hazards import Hazards
 from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, Site)
+from .kernel import KernelShape
 from .layout import Layout
-from .lower import ThreadClass
+from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
+from .threads import ThreadClass
 
 MAX_LOCAL_STEPS = 1_000_000
-FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (offset.FAR, and above)
+FUTURE_HORIZON = 64  # how many operations of a thread's future `future` looks at (the reduction's look-ahead)
 
 
-class State(NamedTuple):
-    locs: tuple  # per class: tuple of ((pc, registers), count), sorted
-    bars: tuple  # per barrier id: semantics.Barrier | None (not initialised, or invalidated)
-    bufs: tuple  # per buffer id: tile tag
-    flight: tuple  # sorted copies in flight: (buffer, tag, bytes, barrier (-1: cp.async), site, class, cp seq)
-    colls: tuple  # sorted partly-arrived collectives: (key, arrived, expected)
-    mmas: tuple  # per MMA unit: (done, forming, inflight)
-    stores: tuple  # sorted bulk stores: (class, group (-1 open), buffer, tag, stage 0 reading / 1 writing, site)
-    dirty: tuple  # sorted generic-proxy writes not yet fenced: (buffer, class, passed a sync since)
-    vis: tuple  # sorted barriers initialised but not yet visible to all: (barrier, initialiser, state)
-    commits: tuple  # sorted arrivals owed on completion: (kind, unit or class, upto, barriers, site, class)
-    exited: tuple  # per CTA
-    halted: str | None  # a fault ended the kernel
-
-
-# Actions: ("t", class, group, outcome) a thread class step; ("l", i) copy i lands; ("m", unit) an MMA
-# group completes; ("s", i) bulk store i finishes reading (stage 0) or writing (stage 1); ("k", i) commit i
-# arrives; ("x", cta) a CTA whose threads have all finished exits.
-Action = tuple
-
-
-class Model(Hazards, AsyncEvents):
+class Model:
     """The explorer-facing transition system for one configuration."""
 
-    def __init__(self, kernel: CheckedKernel, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
+    def __init__(self, kernel: KernelShape, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
                  every: "Any" = None):
         self.kernel = kernel
         # --every K (offset.Plan): per class, its loop guards over K; None for an ordinary run
@@ -87,13 +67,17 @@ class Model(Hazards, AsyncEvents):
             else:
                 self.mma_unit.append(-1)
         self.nunits = len(units)
+        labels = [cl.label for cl in classes]
+        self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes])
+        self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label)
         self.cta_classes = [[c.id for c in classes if c.cta == k] for k in range(self.layout.ncta)]
         self.coll_classes = [c.id for c in classes if any(i.op is COLL for i in self.code[c.id])]
-        self.cta_threads = sum(r.instances * r.threads for r in kernel.roles)
+        self.cta_threads = sum(cl.size for cl in classes if cl.cta == 0)
         self.reconv = self._reconvergence_counts()
         self.uses_init = any(i.op in (INIT, FENCE_INIT) for cl in classes for i in cl.program.instrs)
         self.partners = self._lockstep_partners() if lockstep else {}
-        self.futures = Futures(self) if every is None else Futures(self, every.horizon)
+        self.horizon = FUTURE_HORIZON if every is None else every.horizon
+        self.future_cache: dict = {}
 
     def _lockstep_partners(self) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
         """--lockstep: the classes of one warp that execute a statement execute it together (SIMT).
@@ -189,6 +173,107 @@ class Model(Hazards, AsyncEvents):
         live = self.code[c][pc].live
         return env if live is None else tuple(v if keep else None for v, keep in zip(env, live))
 
+    # ------------------------------------------------------------ a group's own future
+    def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
+        """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon)."""
+        key = (c, pc, env, m)
+        hit = self.future_cache.get(key)
+        if hit is not None:
+            return hit
+        model = self
+        code = model.code[c]
+        cta = model.classes[c].cta
+        lay = model.layout
+        ops: list[tuple] = []
+        exhaustive = False
+        try:
+            if code[pc].op in LOCAL_OPS:
+                nxt = model.settle(c, pc, env)
+                if len(nxt) != 1:
+                    raise EvalError("", -1)
+                pc, env = nxt[0]
+            for _ in range(self.horizon):
+                ins = code[pc]
+                op = ins.op
+                env2 = env
+                skip = 1
+                if op is END:
+                    exhaustive = True
+                    break
+                if op is WAIT:
+                    ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
+                elif op is ARRIVE or op is ARRIVE_DROP:
+                    tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
+                    n = ins.b(env)
+                    # plain single arrivals left out of the double-arrive record: they commute (por "u")
+                    unit = ins.once and n == 1 and tx == 0
+                    ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
+                elif op is EXPECT_TX or op is COMPLETE_TX:
+                    ops.append(("tx", ins.a(env, cta)))
+                elif op is TMA_LOAD:
+                    buf, bar = ins.a(env, cta), ins.d(env, cta)
+                    targets = [cta]
+                    if ins.e is not None:
+                        targets = lay.ctas(ins.e(env))
+                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
+                elif op is CP_ASYNC:
+                    ops.append(("cpasync", ins.a(env, cta), c))
+                    env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
+                elif op is CP_ASYNC_ARRIVE:
+                    ops.append(("late_arrive", (ins.a(env, cta),), m))
+                elif op is READ:
+                    ops.append(("read", ins.a(env, cta)))
+                elif op is WRITE:
+                    ops.append(("write", ins.a(env, cta), ins.b(env)))
+                elif op is FENCE_PROXY:
+                    ops.append(("fence", c))
+                elif op is TMA_STORE:
+                    ops.append(("store", ins.a(env, cta), c))
+                elif op is COMMIT_GROUP:
+                    ops.append(("commit", c))
+                    env2 = env[:ins.b] + (env[ins.b] + 1,) + env[ins.b + 1:]
+                elif op is WAIT_GROUP:
+                    ops.append(("wgroup", c, env[ins.b] - ins.a(env), ins.c))
+                elif op is MMA:
+                    u = model.mma_unit[c]
+                    seq = env[ins.b]
+                    out = ins.c[0](env, cta) if ins.c is not None else -1
+                    ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
+                    env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
+                elif op is MMA_WAIT:
+                    ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
+                elif op is MMA_COMMIT:
+                    gid = ins.a(env, cta)
+                    bars = (gid,)
+                    if ins.e is not None:
+                        bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
+                    ops.append(("late_arrive", bars, 1))
+                elif op is COLL or op is COLL_WAIT:
+                    k, n = model.coll_key(c, ins, env)
+                    if op is COLL:
+                        ops.append(("coll", k, m, n))
+                        skip = 2
+                    ops.append(("cwait", k, n))
+                elif op is BAR_ARRIVE:
+                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env)))
+                elif op is INIT or op is INVAL:
+                    ops.append(("init", ins.a(env, cta)))
+                elif op is FENCE_INIT:
+                    ops.append(("finit",))
+                else:
+                    break
+                nxt = model.settle(c, pc + skip, env2)
+                if len(nxt) != 1:
+                    break
+                pc, env = nxt[0]
+        except (EvalError, ArithmeticError):
+            exhaustive = False
+        if exhaustive:
+            ops.append(("end", cta))
+        out = (tuple(ops), exhaustive)
+        self.future_cache[key] = out
+        return out
+
     # ------------------------------------------------------------ the interface
     def initial(self, k: int | None = None) -> State:
         """The start; with --every, `k` is the value of the loop bound every thread reads (FAR_K: far)."""
@@ -233,22 +318,22 @@ class Model(Hazards, AsyncEvents):
         prev = None
         for i, op in enumerate(s.flight):
             if op != prev:
-                out.append(self._land(s, i))
+                out.append(self.events.land(s, i))
             prev = op
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
-                out.append(self._mma_done(s, u))
+                out.append(self.events.mma_done(s, u))
         prev = None
         for i, st in enumerate(s.stores):
             if st != prev:
-                out.append(self._store_step(s, i))
+                out.append(self.events.store_step(s, i))
             prev = st
         for i, k in enumerate(s.commits):
-            if self._commit_ready(s, k):
-                out.append(self._commit_fire(s, i))
+            if self.events.commit_ready(s, k):
+                out.append(self.events.commit_fire(s, i))
         for cta, gone in enumerate(s.exited):
             if not gone and self.cta_done(s, cta):
-                out.append(self._exit(s, cta))
+                out.append(self.events.exit(s, cta))
         return out
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:
@@ -256,13 +341,6 @@ class Model(Hazards, AsyncEvents):
             if a == action:
                 return t, f
         raise KeyError(f"action {action} is not enabled")
-
-    def process_of(self, action: Action) -> tuple:
-        return self.futures.process_of(action)
-
-
-    def processes(self, s: State, enabled: set):
-        return self.futures.processes(s, enabled)
 
     def terminal_findings(self, s: State) -> tuple[Finding, ...]:
         """Findings of a state with no successors: a hang when some thread has not finished."""
@@ -278,7 +356,7 @@ class Model(Hazards, AsyncEvents):
         # a barrier no blocked thread will ever arrive on is a root cause: name its waiters first
         providers: set = set()
         for c, pc, env, m in blocked:
-            for d in self.futures.future(c, pc, env, m)[0]:
+            for d in self.future(c, pc, env, m)[0]:
                 if d[0] in ("arrive", "tx"):
                     providers.add(d[1])
         out: list[Finding] = []
@@ -294,7 +372,7 @@ class Model(Hazards, AsyncEvents):
                 if ins.c is not None and s.bars[gid] is not None:
                     off = S.alias(s.bars[gid], ins.c(env))
                     if off:
-                        out.append(self._alias_finding(s, c, ins, env, gid, off, passing=False))
+                        out.append(self.hazards.phase_alias(s, c, ins, env, gid, off, passing=False))
             elif ins.op is COLL_WAIT:
                 root = 2
             entries.append((root, c, pc, self.describe_block(s, c, pc, env)))
@@ -326,7 +404,7 @@ class Model(Hazards, AsyncEvents):
                 name = unit if unfinished <= stuck else self.classes[k].label
                 if name not in names:
                     names.append(name)
-            who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            who = join_words(names)
             verb = text if len(names) == 1 else _plural(text)
             parts.append(f"{who} {verb}")
         return parts
@@ -370,7 +448,7 @@ class Model(Hazards, AsyncEvents):
         base = s._replace(**changes) if changes else s
         groups = s.locs[c]
         for k, loc in enumerate(self.settle(c, pc, env)):
-            moved = _regroup(groups, gi, loc, m)
+            moved = regroup(groups, gi, loc, m)
             out.append((("t", c, gi, k), base._replace(locs=s.locs[:c] + (moved,) + s.locs[c + 1:]), tuple(findings)))
 
     # ------------------------------------------------------------ thread steps
@@ -384,11 +462,11 @@ class Model(Hazards, AsyncEvents):
             b = s.bars[gid]
             if b is None or not S.wait_passes(b, ins.b(env)):
                 return
-            findings = self._use(s, c, gid, ins.site, "waits on")
+            findings = self.hazards.barrier_use(s, c, gid, ins.site, "waits on")
             if ins.c is not None:
                 off = S.alias(b, ins.c(env))
                 if off:
-                    findings.append(self._alias_finding(s, c, ins, env, gid, off, passing=True))
+                    findings.append(self.hazards.phase_alias(s, c, ins, env, gid, off, passing=True))
             self._emit(out, s, c, gi, pc + 1, env, m, findings)
         elif op is ARRIVE or op is EXPECT_TX or op is COMPLETE_TX or op is ARRIVE_DROP:
             self._barrier_op(s, c, gi, pc, env, m, ins, out)
@@ -404,7 +482,7 @@ class Model(Hazards, AsyncEvents):
             findings = []
             new = []
             for k in targets:
-                findings += self._use(s, c, lay.bar_in(k, bar), ins.site, "issues a TMA load completing on")
+                findings += self.hazards.barrier_use(s, c, lay.bar_in(k, bar), ins.site, "issues a TMA load completing on")
                 new += [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)] * m
             self._emit(out, s, c, gi, pc + 1, env, m, findings, flight=tuple(sorted(s.flight + tuple(new))))
         elif op is CP_ASYNC:
@@ -418,12 +496,12 @@ class Model(Hazards, AsyncEvents):
             self._emit(out, s, c, gi, pc + 1, env, m, [], commits=tuple(sorted(s.commits + (k,))))
         elif op is READ:
             buf = ins.a(env, cta)
-            self._emit(out, s, c, gi, pc + 1, env, m, self._read_hazards(s, c, ins.site, buf, ins.b(env), "reads"))
+            self._emit(out, s, c, gi, pc + 1, env, m, self.hazards.read_hazards(s, c, ins.site, buf, ins.b(env), "reads"))
         elif op is WRITE:
             buf, tag = ins.a(env, cta), ins.b(env)
-            findings = self._write_hazards(s, c, ins.site, buf, f"{self.classes[c].label} writes", landing=False)
+            findings = self.hazards.write_hazards(s, c, ins.site, buf, f"{self.classes[c].label} writes", landing=False)
             dirty = tuple(sorted(set(s.dirty) - {(buf, c, True)} | {(buf, c, False)}))
-            self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self._tags(s.bufs, buf, tag), dirty=dirty)
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self.hazards.retag(s.bufs, buf, tag), dirty=dirty)
         elif op is FENCE_PROXY:
             dirty = tuple(d for d in s.dirty if not (d[1] == c and not d[2]))
             self._emit(out, s, c, gi, pc + 1, env, m, [], dirty=dirty)
@@ -522,7 +600,7 @@ class Model(Hazards, AsyncEvents):
         tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
         what = {ARRIVE: "arrives on", EXPECT_TX: "expects tx on", COMPLETE_TX: "completes tx on",
                 ARRIVE_DROP: "arrive_drops on"}[op]
-        findings = self._use(s, c, gid, ins.site, what)
+        findings = self.hazards.barrier_use(s, c, gid, ins.site, what)
         if s.exited[gid // self.layout.nbar]:
             self._emit(out, s, c, gi, pc + 1, env, m, findings)  # the arrival goes nowhere
             return
@@ -544,7 +622,7 @@ class Model(Hazards, AsyncEvents):
                 bars[gid] = S.complete_tx(before, n, events)
             else:
                 bars[gid] = S.arrive_drop(before, n, who, events, first)
-            f, h = self._bar_events(events, c, ins.site, gid, before, n)
+            f, h = self.hazards.barrier_events(events, c, ins.site, gid, before, n)
             findings.extend(f)
             if h:
                 halted = h
@@ -589,7 +667,7 @@ class Model(Hazards, AsyncEvents):
         findings: list[Finding] = []
         if joined >= self.unit_size[u]:
             for buf, tag in ops:
-                findings.extend(self._read_hazards(s, c, ins.site, buf, tag, "reads",
+                findings.extend(self.hazards.read_hazards(s, c, ins.site, buf, tag, "reads",
                                                    f"the mma_async of {self.unit_label[u]}"))
             inflight = tuple(sorted(inflight + ((seq, ops, ins.site, c, result),)))
             forming = tuple(rest)
@@ -684,7 +762,7 @@ class Model(Hazards, AsyncEvents):
             for mc, place in moved:
                 new_locs[mc] = tuple(new_locs[mc]) + (place,)
             for mc in {c} | {mc for mc, _ in moved}:
-                new_locs[mc] = _merge(new_locs[mc])
+                new_locs[mc] = merge_groups(new_locs[mc])
             t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis)
             out.append((("t", c, gi, k), t, ()))
 
@@ -695,29 +773,3 @@ def _plural(text: str) -> str:
         if text.startswith(sing):
             return plur + text[len(sing):]
     return text
-
-
-def _sort_key(g):
-    (pc, env), cnt = g
-    return (pc, tuple(-(1 << 62) if v is None else v for v in env), cnt)
-
-
-def _merge(groups: Iterable) -> tuple:
-    acc: dict = {}
-    for loc, cnt in groups:
-        if cnt <= 0:
-            continue
-        acc[loc] = acc.get(loc, 0) + cnt
-    items = list(acc.items())
-    if len(items) > 1:
-        items.sort(key=_sort_key)
-    return tuple(items)
-
-
-def _regroup(groups: tuple, gi: int, loc: tuple, m: int) -> tuple:
-    if len(groups) == 1:
-        return ((loc, m),)
-    g = list(groups)
-    del g[gi]
-    g.append((loc, m))
-    return _merge(g)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .diagnostics import Span
+from ..core.diagnostics import Span
 
 NOSPAN = Span("<builtin>", 0, 0)
 

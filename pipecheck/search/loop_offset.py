@@ -34,14 +34,15 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .compiled import liveness, registers_read, ring_index
-from .diagnostics import SpecError, error
-from .futures import FUTURE_HORIZON
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
-                 CP_ASYNC_ARRIVE, EXPECT_TX, FENCE_INIT, INIT, INVAL, JUMP, LET, LOCAL_OPS, MMA, MMA_COMMIT, MMA_WAIT,
-                 READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst, ROp, RRef, RRing,
-                 RVar, Site)
-from .model import FAR_K, Model, State, _merge
+from ..core.diagnostics import SpecError, error
+from ..model.compiled import liveness, registers_read, ring_index
+from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
+                        CP_ASYNC_ARRIVE, EXPECT_TX, FENCE_INIT, INIT, INVAL, JUMP, LET, LOCAL_OPS, MMA, MMA_COMMIT,
+                        MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst,
+                        ROp, RRef, RRing, RVar, Site)
+from ..model.state import FAR_K, State, merge_groups
+from ..model.system import FUTURE_HORIZON, Model
+from .por import ReducibleSystem
 
 FAR = FAR_K  # the K register of a state whose loops are nowhere near their end
 ROOT = "every-k-root"  # `halted` of the root state, whose successors are the K-far start and the small K
@@ -428,9 +429,10 @@ class Offset:
     """Wraps a system over `model.State` (the model, or its symmetry quotient); the root fans out to
     K far and to each K too small for that; states are mapped to their smallest offsets."""
 
-    def __init__(self, base: Any, model: Model, plan: Plan):
+    def __init__(self, base: Any, model: Model, plan: Plan, footprints: ReducibleSystem):
         self.base = base
         self.model = model
+        self.footprints = footprints  # the model's processes, for the reduction (its actions under ours)
         self.plan = plan
         lay = model.layout
         self.cplans = [plan.classes[c.id] for c in model.classes]
@@ -501,11 +503,11 @@ class Offset:
 
     def process_of(self, action: Any):
         if action[0] == "K":
-            return ("root",) if len(action) == 2 else self.base.process_of(action[2])
-        return self.base.process_of(action)
+            return ("root",) if len(action) == 2 else self.footprints.process_of(action[2])
+        return self.footprints.process_of(action)
 
     def processes(self, s: State, enabled: set):
-        return self.base.processes(s, enabled)
+        return self.footprints.processes(s, enabled)
 
     # ------------------------------------------------------------ K
     def _far(self, s: State) -> int | None:
@@ -539,7 +541,7 @@ class Offset:
         for c, groups in enumerate(s.locs):
             ks = self.cplans[c].kslot
             if any(env[ks] is not None and env[ks] >= FAR for (_, env), _ in groups):
-                groups = _merge((((pc, env[:ks] + (k,) + env[ks + 1:] if env[ks] is not None and env[ks] >= FAR
+                groups = merge_groups((((pc, env[:ks] + (k,) + env[ks + 1:] if env[ks] is not None and env[ks] >= FAR
                                    else env)), m) for (pc, env), m in groups)
             locs.append(groups)
         return s._replace(locs=tuple(locs))
@@ -645,7 +647,7 @@ class Offset:
                         if e[h] is not None:
                             e[h] -= dh
                 new.append(((pc, tuple(e)), m))
-            locs.append(_merge(new))
+            locs.append(merge_groups(new))
         bufs = tuple(t - dt if self.tbuf[g] and t >= 0 else t for g, t in enumerate(s.bufs)) if dt else s.bufs
         flight = tuple(sorted((op[0], op[1] - dt if self.tbuf[op[0]] and op[1] >= 0 else op[1]) + op[2:]
                               for op in s.flight)) if dt else s.flight

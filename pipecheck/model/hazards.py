@@ -1,29 +1,32 @@
 """The findings a step raises: barrier events, phase aliasing, reads and writes of buffers in use.
 
-A mixin of model.Model (it reads the model's classes, layout and MMA units); pure functions of a state.
+Pure functions of a state, given where things live (the layout) and how threads and MMA units are named.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Sequence
 
 from . import semantics as S
 from .compiled import CInstr
 from .findings import Finding
+from .layout import Layout
+from .state import CLOBBERED, EMPTY, State
 
-if TYPE_CHECKING:
-    from .model import State
-
-EMPTY = -1  # tile tag of a buffer nothing has written
-CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
 
 
 class Hazards:
-    def _bar_events(self, events: list[str], c: int, site: int, gid: int, before, count: int = 1
+    def __init__(self, layout: Layout, labels: Sequence[str], unit_labels: Sequence[str], ctas: Sequence[int]):
+        self.layout = layout
+        self.labels = labels  # per thread class
+        self.ctas = ctas  # per thread class: its CTA
+        self.unit_labels = unit_labels  # per MMA unit
+
+    def barrier_events(self, events: list[str], c: int, site: int, gid: int, before, count: int = 1
                     ) -> tuple[list[Finding], str | None]:
         findings = []
         halted = None
-        name = self._bar_name(gid)
-        who = self.classes[c].label if c >= 0 else "an asynchronous arrival"
+        name = self.layout.bar_names[gid]
+        who = self.labels[c] if c >= 0 else "an asynchronous arrival"
         for ev in events:
             if ev == S.DOUBLE:
                 findings.append(Finding("double-arrive", f"{who} arrives on {name} twice in phase {before.phase}: the "
@@ -50,11 +53,11 @@ class Hazards:
                                         "undefined (PTX 9.7.13.15.14)", site, c, (gid,)))
         return findings, halted
 
-    def _alias_finding(self, s: State, c: int, ins: CInstr, env: tuple, gid: int, off: int, passing: bool) -> Finding:
+    def phase_alias(self, s: State, c: int, ins: CInstr, env: tuple, gid: int, off: int, passing: bool) -> Finding:
         b = s.bars[gid]
         intended = ins.c(env)
-        name = self._bar_name(gid)
-        who = self.classes[c].label
+        name = self.layout.bar_names[gid]
+        who = self.labels[c]
         verb = "passes its wait on" if passing else "waits on"
         parity = ins.b(env) & 1
         means = "a first wait that passes at once" if intended < 0 else f"the completion of phase {intended}"
@@ -66,31 +69,31 @@ class Hazards:
                    f"the waiter is {-off} phase(s) ahead, so parity {parity} stands for an earlier phase")
         return Finding("phase-alias", f"{who} {verb} {name}: {why}", ins.site, c, (gid,))
 
-    def _use(self, s: State, c: int, gid: int, site: int, what: str) -> list[Finding]:
+    def barrier_use(self, s: State, c: int, gid: int, site: int, what: str) -> list[Finding]:
         """Using a barrier: its CTA must still run, and its init must be visible to this thread."""
         out = []
         cta = gid // self.layout.nbar if self.layout.nbar else 0
         if s.exited[cta]:
-            out.append(Finding("exit-inflight", f"{self.classes[c].label} {what} {self._bar_name(gid)} after CTA {cta} "
+            out.append(Finding("exit-inflight", f"{self.labels[c]} {what} {self.layout.bar_names[gid]} after CTA {cta} "
                                "exited: undefined (may corrupt or fault); wait for the peers (producer_tail) before exiting",
                                site, c, (gid,)))
         for bar, init_cls, st in s.vis:
-            if bar == gid and init_cls != c and not (st == "cta" and self.classes[c].cta == cta):
+            if bar == gid and init_cls != c and not (st == "cta" and self.ctas[c] == cta):
                 how = ("fence_barrier_init and a syncthreads/cluster_sync" if st == 0 else
                        "a syncthreads/cluster_sync after its fence_barrier_init" if st == 1 else
                        "a cluster_sync (the init is only visible inside its own CTA)")
-                out.append(Finding("uninit-barrier", f"{self.classes[c].label} {what} {self._bar_name(gid)} before "
-                                   f"{self.classes[init_cls].label}'s init of it is visible: missing {how}",
+                out.append(Finding("uninit-barrier", f"{self.labels[c]} {what} {self.layout.bar_names[gid]} before "
+                                   f"{self.labels[init_cls]}'s init of it is visible: missing {how}",
                                    site, c, (gid,)))
         return out
 
-    def _read_hazards(self, s: State, c: int, site: int, buf: int, want: int | None, what: str,
+    def read_hazards(self, s: State, c: int, site: int, buf: int, want: int | None, what: str,
                       who: str | None = None) -> list[Finding]:
         """A read (or the start of an async reader) of `buf` expecting tile `want`."""
         if want is None:
             return []
-        name = self._buf_name(buf)
-        who = who or self.classes[c].label
+        name = self.layout.buf_names[buf]
+        who = who or self.labels[c]
         have = s.bufs[buf]
         if have == want:
             for op in s.flight:
@@ -103,7 +106,7 @@ class Hazards:
                 for seq, ops, msite, mc, out in inflight:
                     if out is not None and out[0] == buf:
                         return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
-                                        f"{self.unit_label[u]} writes tile {out[1]} into it", site, c)]
+                                        f"{self.unit_labels[u]} writes tile {out[1]} into it", site, c)]
             return []
         if have == CLOBBERED:
             return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but its storage was overwritten through "
@@ -117,11 +120,11 @@ class Hazards:
         return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but {name} already holds tile {have}: "
                         f"a later copy overwrote tile {want} before it was read", site, c)]
 
-    def _write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
+    def write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
         """Writing `buf` (and whatever shares its storage) while someone may still read it."""
         out: list[Finding] = []
         for b in (buf,) + self.layout.overlaps[buf]:
-            name = self._buf_name(b) if b == buf else f"{self._buf_name(buf)} (the storage of {self._buf_name(b)})"
+            name = self.layout.buf_names[b] if b == buf else f"{self.layout.buf_names[buf]} (the storage of {self.layout.buf_names[b]})"
             for cls_, seq, sbuf, tag, stage, ssite in s.stores:
                 if sbuf == b and stage == 0:
                     out.append(Finding("store-reuse", f"{what} {name} while the TMA store of tile {tag} still reads it: "
@@ -132,7 +135,7 @@ class Hazards:
                 for seq, ops, msite, mc, mout in inflight:
                     if any(ob == b for ob, _ in ops):
                         t = next(t for ob, t in ops if ob == b)
-                        out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_label[u]} "
+                        out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_labels[u]} "
                                            f"still reads tile {t} from it", site, c,
                                            notes=(("the mma_async that is still reading", msite),)))
             if not landing:
@@ -143,11 +146,11 @@ class Hazards:
                         break
         for gid in self.layout.bar_overlaps[buf]:
             if s.bars[gid] is not None:
-                out.append(Finding("overwrite", f"{what} {self._buf_name(buf)}, which reuses the memory of mbarrier "
-                                   f"{self._bar_name(gid)} while it is still live: inval it first", site, c, (gid,)))
+                out.append(Finding("overwrite", f"{what} {self.layout.buf_names[buf]}, which reuses the memory of mbarrier "
+                                   f"{self.layout.bar_names[gid]} while it is still live: inval it first", site, c, (gid,)))
         return out
 
-    def _tags(self, bufs: tuple, buf: int, tag: int) -> tuple:
+    def retag(self, bufs: tuple, buf: int, tag: int) -> tuple:
         out = list(bufs)
         out[buf] = tag
         for h in self.layout.overlaps[buf]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .check import CheckedKernel
-from .diagnostics import error
-from .ir import Site
-from .ir import RChoice, ROp
-from .lower import Config, RoleCode, ThreadClass, build_classes, lowest_lane, signature_nodes
-from .symbolic.classes import LanePartition, elect_orbits, lane_partition
+from ..core.diagnostics import error
+from ..lang.check import CheckedKernel
+from ..lang.lower import RoleCode, build_classes, signature_nodes
+from ..model.ir import Site
+from ..model.ir import RChoice, ROp
+from ..model.threads import Config, ThreadClass, lowest_lane
+from ..symbolic.classes import LanePartition, elect_orbits, lane_partition
 
 MAX_CONFIGS = 1024  # configurations per parameter point; each builds its thread classes (docs/errors.md)
 

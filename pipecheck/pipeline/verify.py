@@ -6,117 +6,30 @@ returns is data, which the reports render.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable, Mapping
 
-from .check import CheckedKernel, check_kernel
-from .compact import Interner
-from .configs import ConfigClass, ElectSite, config_classes, elect_sites
-from .diagnostics import Diagnostic, Span, SpecError, error
-from .explore import Exploration, Found, Limits, explore
-from .findings import Finding
-from .ir import EvalError, Site
-from .lower import Config, lowest_lane, resolve_roles, split_classes
-from .model import Model
-from .parse import load_spec
-from .por import Reduced
-from .symbolic import static, sweep
-from .symmetry import Symmetric
-from .symbolic.terms import Point
+from ..core.diagnostics import Diagnostic, SpecError
+from ..lang.check import CheckedKernel, check_kernel
+from ..lang.lower import resolve_roles
+from ..lang.parse import load_spec
+from ..model.ir import EvalError
+from ..model.system import Model
+from ..model.threads import Config, lowest_lane, split_classes
+from ..search.explore import Exploration, Found, Limits, explore
+from ..search.footprints import Footprints
+from ..search.por import Reduced
+from ..search.symmetry import Symmetric
+from ..search.visited import Interner
+from ..symbolic import static, sweep
+from ..symbolic.terms import Point
+from .configurations import ElectSite, config_classes, elect_sites
+from .every import verify_every
+from .result import Issue, Options, Result, Run, spec_error
 
-VERDICTS = ("verified", "findings", "inconclusive")
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
 # what the main run explored (the re-run has no partial-order reduction), within these bounds
 SCHEDULING_BUDGET = (2_000, 5, 50_000)
-EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
-
-
-@dataclass(frozen=True)
-class Options:
-    overrides: tuple[tuple[str, int], ...] = ()
-    elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice
-    limits: Limits = Limits(max_states=2_000_000, stop_at_first=True)
-    reduce: bool = True  # partial-order reduction (switchable for measurement)
-    all_params: bool = False  # every value of every declared parameter range, not only the defaults
-    ranges: tuple[tuple[str, int, int], ...] = ()  # -D NAME=LO..HI: narrow a range for all_params
-    explore: bool = True  # False: static checks only (`pipecheck check`)
-    engine: str = "explicit"  # "bmc": bounded model checking in z3 (symbolic/bmc.py), to `depth` steps
-    depth: int = 30  # the bound of the bmc engine, in transitions
-    lockstep: bool = False  # each warp reconverges at the end of every branch (--lockstep)
-    check_scheduling: bool = True  # say which findings need independent thread scheduling
-    only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
-    symmetry: bool = True  # identical role instances are interchangeable (switchable for measurement)
-    # "classes": threads with the same code move as counted classes (the counter abstraction);
-    # "warps" / "threads": each warp / thread of a class is its own process (for measurement)
-    counter: str = "classes"
-    compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
-    every: str | None = None  # --every K: one folded exploration for every value of this loop bound (every.py)
-
-
-@dataclass
-class Run:
-    """One configuration class explored."""
-
-    cclass: ConfigClass
-    model: Model
-    exploration: Exploration
-    point: Point = ()  # the parameter values it ran with
-    system: object = None  # what was explored: the model, possibly wrapped by symmetry (for replaying witnesses)
-
-    @property
-    def config(self) -> Config:
-        return self.cclass.representative
-
-
-@dataclass
-class Issue:
-    """One finding as reported: its shortest witness and the configurations that show it."""
-
-    finding: Finding
-    witness: Found
-    run: Run
-    configs: list[Config]
-    condition: str
-    on_hardware: bool | None  # whether the H200's elect choice shows it; None without elect()
-    needs_independent_scheduling: bool = False  # gone when every warp reconverges after each branch
-
-    @property
-    def code(self) -> str:
-        return self.finding.code
-
-
-@dataclass
-class Result:
-    spec: str
-    kernel: CheckedKernel
-    options: Options
-    verdict: str
-    issues: list[Issue]
-    runs: list[Run]
-    sites: list[Site]
-    sources: dict[str, str]
-    esites: list[ElectSite]
-    seconds: float
-    stopped: str | None = None
-    static: list[Diagnostic] = field(default_factory=list)
-    plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
-    every: object = None  # every.Every: what a --every run said for all values of the bound
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
-
-    @property
-    def states(self) -> int:
-        return sum(r.exploration.states for r in self.runs)
-
-    @property
-    def params(self) -> dict[str, int]:
-        return {p.name: p.value for p in self.kernel.params}
-
-
-def _site_span(sites: list[Site], idx: int) -> Span | None:
-    return sites[idx].span if 0 <= idx < len(sites) else None
 
 
 def load_checked(path: str, overrides: Mapping[str, int], sources: dict[str, str]) -> CheckedKernel:
@@ -132,8 +45,7 @@ def verify_file(path: str, options: Options = Options(),
 
     `reuse`: the plan and sources of an earlier run with the same parameters (no re-parsing)."""
     if options.every is not None:
-        from .every import verify_every  # noqa: PLC0415 (every.py builds on this module)
-        return verify_every(path, options, progress)
+        return verify_every(path, options, progress, ordinary=verify_file)
     start = time.perf_counter()
     if reuse is not None:
         plan, sources = replace(reuse[0], seconds=dict(reuse[0].seconds)), reuse[1]
@@ -167,8 +79,8 @@ def verify_file(path: str, options: Options = Options(),
             t_classes, t_static = t_classes + t1 - t0, t_static + time.perf_counter() - t1
         except (SpecError, EvalError) as exc:
             if not options.all_params:
-                raise _spec_error(exc, sites)
-            invalid += sweep.invalid_point(_spec_error(exc, sites), point, plan)
+                raise spec_error(exc, sites)
+            invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
             continue
         universe[point] = [cfg for cc in cclasses for cfg in cc.members]
         partitions[point] = next((cc.partition for cc in cclasses if cc.partition is not None), None)
@@ -191,16 +103,16 @@ def verify_file(path: str, options: Options = Options(),
                         sym = Symmetric(model)
                         base = sym if sym.active else model
                     if options.engine == "bmc":
-                        from .symbolic import bmc  # z3's bounded search: only for --engine bmc
+                        from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
-                        system = Reduced(base) if options.reduce else base
+                        system = Reduced(base, Footprints(model)) if options.reduce else base
                         encode = Interner() if options.compact else None
                         explored[key] = (model, explore(system, limits, progress, encode), base)
             except EvalError as exc:
                 if not options.all_params:
-                    raise _spec_error(exc, sites) from None
-                invalid += sweep.invalid_point(_spec_error(exc, sites), point, plan)
+                    raise spec_error(exc, sites) from None
+                invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
                 break
             model, exp, base = explored[key]
             runs.append(Run(cc, model, exp, point, base))
@@ -235,12 +147,6 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options,
     if again.verdict == "verified":
         for i in issues:
             i.needs_independent_scheduling = True
-
-
-def _spec_error(exc: SpecError | EvalError, sites: list[Site]) -> SpecError:
-    if isinstance(exc, SpecError):
-        return exc
-    return error("value", str(exc), _site_span(sites, exc.site))
 
 
 def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: dict, esites: list[ElectSite],

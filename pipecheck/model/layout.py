@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from .check import CheckedKernel
+from .kernel import KernelShape
 
 
 def _index_name(name: str, dims: tuple[int, ...], off: int) -> str:
@@ -21,7 +21,7 @@ def _index_name(name: str, dims: tuple[int, ...], off: int) -> str:
 
 
 class Layout:
-    def __init__(self, kernel: CheckedKernel):
+    def __init__(self, kernel: KernelShape):
         self.ncta = kernel.cluster_size
         self.bar_base: dict[str, tuple[int, tuple[int, ...]]] = {}
         n = 0
@@ -69,7 +69,7 @@ class Layout:
             off -= d.size
         return "?"
 
-    def _cells(self, kernel: CheckedKernel, name: str, flat: int, memo: dict) -> frozenset:
+    def _cells(self, kernel: KernelShape, name: str, flat: int, memo: dict) -> frozenset:
         """The storage cells (root buffer or barrier element) one buffer element occupies."""
         key = (name, flat)
         if key in memo:
@@ -103,7 +103,7 @@ class Layout:
         memo[key] = frozenset(cells)
         return memo[key]
 
-    def _storage(self, kernel: CheckedKernel) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    def _storage(self, kernel: KernelShape) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
         memo: dict = {}
         cells: list[frozenset] = []
         for b in kernel.buffers:

@@ -12,8 +12,8 @@ from pathlib import Path
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from ..core.diagnostics import Note, Span, SpecError, error
 from . import ast as A
-from .diagnostics import Note, Span, SpecError, error
 
 MAX_IMPORT_DEPTH = 16
 MAX_SPEC_CHARS = 4_000_000  # a spec is text a person writes; this is a hundred times the largest one we know

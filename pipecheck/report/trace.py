@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .explore import replay
-from .findings import Finding
-from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX,
-                 FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT,
-                 WAIT_GROUP, WRITE)
-from .lower import Config
-from .model import Model, State
+from ..model.findings import Finding
+from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE,
+                        END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ,
+                        TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE)
+from ..model.state import State
+from ..model.system import Model
+from ..model.threads import Config
+from ..search.explore import replay
 
 ASYNC = "async (TMA, wgmma)"
 

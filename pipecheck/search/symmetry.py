@@ -14,7 +14,8 @@ import pickle
 from collections import Counter
 from typing import Any
 
-from .model import Model, State
+from ..model.state import State
+from ..model.system import Model
 
 
 _WARP_KEYS = ("e", "w", "r")  # collectives of one warp: (kind, cta, role, instance, warp, ...)
@@ -103,12 +104,6 @@ class Symmetric:
 
     def terminal_findings(self, s: State):
         return self.model.terminal_findings(s)
-
-    def process_of(self, action: Any):
-        return self.model.process_of(action)
-
-    def processes(self, s: State, enabled: set):
-        return self.model.processes(s, enabled)
 
     # ------------------------------------------------------------ canonical states
     def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...], warp: tuple = ()) -> bytes:

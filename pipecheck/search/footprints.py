@@ -1,4 +1,5 @@
-"""What each thread class and asynchronous operation may still do: the model's side of the reduction.
+"""What each thread class and asynchronous operation may still do, as footprints: the model described
+for the partial-order reduction (`por`).
 
 For every group of threads the future is computed by running its own code (no shared
 value decides its control flow, except waits it may block on), so each operation has a
@@ -11,27 +12,24 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
-from . import semantics as S
-from .ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
-                 CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, LOCAL_OPS, MMA, MMA_COMMIT,
-                 MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError, RConst)
-from .compiled import compile_ref
+from ..model import semantics as S
+from ..model.compiled import compile_ref
+from ..model.ir import (ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+                        TMA_LOAD, WRITE, EvalError, RConst)
 from .por import NEVER, Op, Process, Shape, shape_of
 
 if TYPE_CHECKING:
-    from .model import Model, State
+    from ..model.system import Model
+    from ..model.state import State
 
 _CLOBBER = ("clobbered",)  # what a write leaves in the buffers over the same storage
 _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
-FUTURE_HORIZON = 64  # how many operations of a thread's future the reduction looks at
 _OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory stays bounded)
 
 
-class Futures:
-    def __init__(self, model: "Model", horizon: int = FUTURE_HORIZON):
+class Footprints:
+    def __init__(self, model: "Model"):
         self.m = model
-        self.horizon = horizon
-        self.cache: dict = {}
         self.op_cache: dict = {}
         self.prov_cache: dict = {}
         self.shape_cache: dict[tuple, Shape] = {}
@@ -103,107 +101,6 @@ class Futures:
             for k in range(lay.ncta):
                 for off in range(math.prod(dims)):
                     out[k * lay.nbar + base + off] = least[name]
-        return out
-
-    # ------------------------------------------------------------ a group's own future
-    def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
-        """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon)."""
-        key = (c, pc, env, m)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        model = self.m
-        code = model.code[c]
-        cta = model.classes[c].cta
-        lay = model.layout
-        ops: list[tuple] = []
-        exhaustive = False
-        try:
-            if code[pc].op in LOCAL_OPS:
-                nxt = model.settle(c, pc, env)
-                if len(nxt) != 1:
-                    raise EvalError("", -1)
-                pc, env = nxt[0]
-            for _ in range(self.horizon):
-                ins = code[pc]
-                op = ins.op
-                env2 = env
-                skip = 1
-                if op is END:
-                    exhaustive = True
-                    break
-                if op is WAIT:
-                    ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
-                elif op is ARRIVE or op is ARRIVE_DROP:
-                    tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
-                    n = ins.b(env)
-                    # plain single arrivals left out of the double-arrive record: they commute (por "u")
-                    unit = ins.once and n == 1 and tx == 0
-                    ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
-                elif op is EXPECT_TX or op is COMPLETE_TX:
-                    ops.append(("tx", ins.a(env, cta)))
-                elif op is TMA_LOAD:
-                    buf, bar = ins.a(env, cta), ins.d(env, cta)
-                    targets = [cta]
-                    if ins.e is not None:
-                        targets = lay.ctas(ins.e(env))
-                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
-                elif op is CP_ASYNC:
-                    ops.append(("cpasync", ins.a(env, cta), c))
-                    env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
-                elif op is CP_ASYNC_ARRIVE:
-                    ops.append(("late_arrive", (ins.a(env, cta),), m))
-                elif op is READ:
-                    ops.append(("read", ins.a(env, cta)))
-                elif op is WRITE:
-                    ops.append(("write", ins.a(env, cta), ins.b(env)))
-                elif op is FENCE_PROXY:
-                    ops.append(("fence", c))
-                elif op is TMA_STORE:
-                    ops.append(("store", ins.a(env, cta), c))
-                elif op is COMMIT_GROUP:
-                    ops.append(("commit", c))
-                    env2 = env[:ins.b] + (env[ins.b] + 1,) + env[ins.b + 1:]
-                elif op is WAIT_GROUP:
-                    ops.append(("wgroup", c, env[ins.b] - ins.a(env), ins.c))
-                elif op is MMA:
-                    u = model.mma_unit[c]
-                    seq = env[ins.b]
-                    out = ins.c[0](env, cta) if ins.c is not None else -1
-                    ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
-                    env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
-                elif op is MMA_WAIT:
-                    ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
-                elif op is MMA_COMMIT:
-                    gid = ins.a(env, cta)
-                    bars = (gid,)
-                    if ins.e is not None:
-                        bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
-                    ops.append(("late_arrive", bars, 1))
-                elif op is COLL or op is COLL_WAIT:
-                    k, n = model.coll_key(c, ins, env)
-                    if op is COLL:
-                        ops.append(("coll", k, m, n))
-                        skip = 2
-                    ops.append(("cwait", k, n))
-                elif op is BAR_ARRIVE:
-                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env)))
-                elif op is INIT or op is INVAL:
-                    ops.append(("init", ins.a(env, cta)))
-                elif op is FENCE_INIT:
-                    ops.append(("finit",))
-                else:
-                    break
-                nxt = model.settle(c, pc + skip, env2)
-                if len(nxt) != 1:
-                    break
-                pc, env = nxt[0]
-        except (EvalError, ArithmeticError):
-            exhaustive = False
-        if exhaustive:
-            ops.append(("end", cta))
-        out = (tuple(ops), exhaustive)
-        self.cache[key] = out
         return out
 
     # ------------------------------------------------------------ footprints
@@ -460,7 +357,7 @@ class Futures:
                 if model.code[c][pc].op in LOCAL_OPS:  # an unsettled start: the head is a local choice
                     procs.append(Process(key, key in enabled, [Op(())], False))
                     continue
-                descs, exhaustive = self.future(c, pc, env, m)
+                descs, exhaustive = self.m.future(c, pc, env, m)
                 for d in descs:
                     if d[0] == "join":
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
@@ -560,7 +457,7 @@ class Futures:
             for (pc, env), m in groups:
                 if self.m.code[c][pc].op is END or self.m.code[c][pc].op in LOCAL_OPS:
                     continue
-                descs = self.future(c, pc, env, m)[0]
+                descs = self.m.future(c, pc, env, m)[0]
                 hit = self.coll_cache.get(descs)
                 if hit is None:
                     hit = self.coll_cache[descs] = tuple((d[1], d[3]) for d in descs if d[0] == "coll")

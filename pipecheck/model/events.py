@@ -1,34 +1,42 @@
 """The asynchronous events of the model: copies landing, wgmma groups completing, bulk stores
-draining, commit arrivals firing, CTAs exiting. A mixin of model.Model.
+draining, commit arrivals firing, CTAs exiting: each returns (action, next state, findings).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Sequence
 
 from . import semantics as S
 from .findings import Finding
-
-if TYPE_CHECKING:
-    from .model import Action, State
+from .hazards import Hazards
+from .layout import Layout
+from .state import Action, State
 
 
 class AsyncEvents:
-    def _land(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
+    def __init__(self, layout: Layout, hazards: Hazards, labels: Sequence[str], unit_cta: Sequence[int],
+                 unit_labels: Sequence[str]):
+        self.layout = layout
+        self.hazards = hazards
+        self.labels = labels  # per thread class
+        self.unit_cta = unit_cta  # per MMA unit
+        self.unit_labels = unit_labels
+
+    def land(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
         buf, tag, nbytes, bar, site, src, seq = s.flight[i]
         flight = s.flight[:i] + s.flight[i + 1:]
         kind = "TMA load" if bar >= 0 else "cp.async copy"
-        findings = self._write_hazards(s, src, site, buf, f"the {kind} of tile {tag} lands in", landing=True)
-        t = s._replace(flight=flight, bufs=self._tags(s.bufs, buf, tag))
+        findings = self.hazards.write_hazards(s, src, site, buf, f"the {kind} of tile {tag} lands in", landing=True)
+        t = s._replace(flight=flight, bufs=self.hazards.retag(s.bufs, buf, tag))
         if bar >= 0:
             events: list[str] = []
             before = t.bars[bar]
             nb = S.complete_tx(before, nbytes, events)
-            f, halted = self._bar_events(events, -1, site, bar, before, nbytes)
+            f, halted = self.hazards.barrier_events(events, -1, site, bar, before, nbytes)
             findings.extend(f)
             t = t._replace(bars=t.bars[:bar] + (nb,) + t.bars[bar + 1:], halted=halted)
         return ("l", i), t, tuple(findings)
 
-    def _mma_done(self, s: State, u: int) -> tuple[Action, State, tuple[Finding, ...]]:
+    def mma_done(self, s: State, u: int) -> tuple[Action, State, tuple[Finding, ...]]:
         done, forming, inflight = s.mmas[u]
         seq, ops, site, c, result = inflight[0]
         mmas = s.mmas[:u] + ((done + 1, forming, inflight[1:]),) + s.mmas[u + 1:]
@@ -36,25 +44,25 @@ class AsyncEvents:
         findings: tuple = ()
         if result is not None:
             buf, tag = result
-            findings = tuple(self._write_hazards(t, c, site, buf, f"the mma_async of {self.unit_label[u]} writes tile "
+            findings = tuple(self.hazards.write_hazards(t, c, site, buf, f"the mma_async of {self.unit_labels[u]} writes tile "
                                                  f"{tag} into", landing=True))
-            t = t._replace(bufs=self._tags(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
+            t = t._replace(bufs=self.hazards.retag(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
         return ("m", u), t, findings
 
-    def _store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
+    def store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
         c, seq, buf, tag, stage, site = s.stores[i]
         rest = s.stores[:i] + s.stores[i + 1:]
         if stage == 0:
             rest = tuple(sorted(rest + ((c, seq, buf, tag, 1, site),)))
         return ("s", i), s._replace(stores=rest), ()
 
-    def _commit_ready(self, s: State, k: tuple) -> bool:
+    def commit_ready(self, s: State, k: tuple) -> bool:
         kind, who, upto = k[0], k[1], k[2]
         if kind == "mma":
             return s.mmas[who][0] >= upto
         return not any(op[5] == who and op[3] < 0 and op[6] < upto for op in s.flight)
 
-    def _commit_fire(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
+    def commit_fire(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
         kind, unit, upto, bars, site, c, who, m = s.commits[i]
         commits = s.commits[:i] + s.commits[i + 1:]
         findings: list[Finding] = []
@@ -63,8 +71,8 @@ class AsyncEvents:
         for gid in bars:
             cta = gid // self.layout.nbar
             if s.exited[cta]:
-                findings.append(Finding("exit-inflight", f"{self.classes[c].label}'s {'tcgen05.commit' if kind == 'mma' else 'cp.async'} "
-                                        f"arrival reaches {self._bar_name(gid)} after CTA {cta} exited: undefined",
+                findings.append(Finding("exit-inflight", f"{self.labels[c]}'s {'tcgen05.commit' if kind == 'mma' else 'cp.async'} "
+                                        f"arrival reaches {self.layout.bar_names[gid]} after CTA {cta} exited: undefined",
                                         site, c, (gid,)))
                 continue
             recorded = -1
@@ -75,38 +83,38 @@ class AsyncEvents:
                 if before is not None:
                     recorded = before.phase
                 new[gid] = S.arrive(before, 1, who, events, first=first)
-                f, h = self._bar_events(events, c, site, gid, before)
+                f, h = self.hazards.barrier_events(events, c, site, gid, before)
                 findings.extend(f)
                 halted = halted or h
                 if h:
                     break
         return ("k", i), s._replace(commits=commits, bars=tuple(new), halted=halted), tuple(findings)
 
-    def _exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
+    def exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
         """A CTA exits once its last thread has finished: nothing may still be in flight into or out of it."""
         out = []
         pb, pr = self.layout.nbuf, self.layout.nbar
         for buf, tag, nbytes, bar, site, src, seq in s.flight:
             if buf // pb == cta:
-                what = f"the TMA load of tile {tag} into {self._buf_name(buf)} ({nbytes} bytes)" if bar >= 0 else \
-                    f"the cp.async copy of tile {tag} into {self._buf_name(buf)}"
+                what = f"the TMA load of tile {tag} into {self.layout.buf_names[buf]} ({nbytes} bytes)" if bar >= 0 else \
+                    f"the cp.async copy of tile {tag} into {self.layout.buf_names[buf]}"
                 out.append(Finding("exit-inflight", f"CTA {cta} exits while {what} is still in flight: undefined "
                                    "behaviour (may corrupt or fault)", site, src))
                 break
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and self.unit_cta[u] == cta:
-                out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async of {self.unit_label[u]} still "
+                out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async of {self.unit_labels[u]} still "
                                    "reads its shared memory", inflight[0][2], inflight[0][3]))
                 break
         for c, seq, buf, tag, stage, site in s.stores:
             if stage == 0 and buf // pb == cta:
                 out.append(Finding("exit-inflight", f"CTA {cta} exits while the TMA store of tile {tag} still reads "
-                                   f"{self._buf_name(buf)}: drain it with wait_group_read 0 (producer_tail)", site, c))
+                                   f"{self.layout.buf_names[buf]}: drain it with wait_group_read 0 (producer_tail)", site, c))
                 break
         for kind, who, upto, bars, site, c, _, _ in s.commits:
             if any(g // pr == cta for g in bars):
                 out.append(Finding("exit-inflight", f"CTA {cta} exits while an arrival on its barrier "
-                                   f"{self._bar_name(bars[0])} is still owed", site, c))
+                                   f"{self.layout.bar_names[bars[0]]} is still owed", site, c))
                 break
         exited = s.exited[:cta] + (True,) + s.exited[cta + 1:]
         return ("x", cta), s._replace(exited=exited), tuple(out)

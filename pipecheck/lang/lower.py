@@ -7,46 +7,18 @@ together (SIMT), and a class that never signals is exact as one block across war
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from ..core.diagnostics import Span, SpecError, error
+from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP,
+                        COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL,
+                        JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT,
+                        WAIT_GROUP, WRITE, EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp,
+                        RRef, RRing, RVar, Site)
+from ..model.threads import FULL_MASK, Config, ThreadClass, class_label
 from . import ast as A
 from .check import BUILTINS, CheckedKernel, Inlined, binop, eval_const
-from .diagnostics import Span, SpecError, error
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
-                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA,
-                 MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE,
-                 EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site)
-
-FULL_MASK = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class Config:
-    """Everything fixed for one exploration besides parameters: elected lanes, kernel choices."""
-
-    elect: tuple[tuple[int, int], ...] = ()  # (mask, elected lane)
-    choices: tuple[tuple[str, tuple[int, ...]], ...] = ()
-
-    def elected(self, mask: int, lowest: bool) -> int:
-        for m, lane in self.elect:
-            if m == mask:
-                return lane
-        return lowest_lane(mask)
-
-    def choice(self, name: str) -> tuple[int, ...]:
-        for n, vals in self.choices:
-            if n == name:
-                return vals
-        raise KeyError(name)
-
-
-def lowest_lane(mask: int) -> int:
-    for lane in range(32):
-        if mask >> lane & 1:
-            return lane
-    return 0
-
 
 # ---------------------------------------------------------------- resolution
 
@@ -325,7 +297,7 @@ def _ops_used(body) -> set[str]:
 
 def tensormap_box_bytes(tm) -> int:
     """Bytes a TMA load of this map delivers: the whole box, out-of-bounds elements included (SEMANTICS 3)."""
-    from .tensormaps import box_bytes
+    from ..model.tensormaps import box_bytes
     return box_bytes(tm)
 
 
@@ -640,66 +612,6 @@ def specialise(code: RoleCode, ident: Ident, config: Config, elect_lowest: bool,
 # ---------------------------------------------------------------- classes
 
 
-@dataclass(frozen=True)
-class ThreadClass:
-    id: int
-    cta: int
-    role: int
-    role_name: str
-    instance: int
-    members: tuple[int, ...]  # thread indices within the role instance
-    warp: int | None  # set when every member is in one warp
-    warpgroup: int | None
-    program: Program
-    signalling: bool
-    label: str
-    role_threads: int
-    instances: int
-    unit: str = ""  # the role instance, e.g. "consumer[1]"
-    who: str = ""  # which of its threads, e.g. "thread 0", "lanes 1-31", "" for all
-
-
-    @property
-    def size(self) -> int:
-        return len(self.members)
-
-    def shape_key(self) -> tuple:
-        """Everything exploration depends on, but not which threads are members."""
-        return (self.cta, self.role, self.instance, self.size, self.warp, self.warpgroup, self.program)
-
-
-def _ranges(xs: Iterable[int]) -> str:
-    xs = sorted(xs)
-    parts = []
-    start = prev = None
-    for x in xs:
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = x
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
-
-
-def _label(kernel: CheckedKernel, role_index: int, instance: int, cta: int, members: tuple[int, ...]) -> tuple[str, str, str]:
-    """(full label, role instance, which threads) for reports."""
-    role = kernel.roles[role_index]
-    name = role.name + (f"[{instance}]" if role.instances > 1 else "")
-    if kernel.cluster_size > 1:
-        name = f"cta{cta}.{name}"
-    if role.threads == 1:
-        return name, name, ""
-    unit = "lane" if role.threads <= 32 else "thread"
-    if len(members) == role.threads:
-        return f"{name} (all {role.threads} {unit}s)", name, f"all {role.threads} {unit}s"
-    who = f"{unit}{'s' if len(members) > 1 else ''} {_ranges(members)}"
-    return f"{name} {who}", name, who
-
-
 def lane_profile(kernel: CheckedKernel, codes: list[RoleCode], mask: int, lane: int) -> tuple:
     """How lane `lane` behaves, elected or not, in every warp that elects with `mask`.
 
@@ -762,31 +674,10 @@ def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, 
                             w = mem[0] // 32
                         if wg is None and len({t // 128 for t in mem}) == 1:
                             wg = mem[0] // 128
-                        label, unit, who = _label(kernel, code.role_index, inst, cta, tuple(mem))
+                        label, unit, who = class_label(role.name, role.instances, role.threads, kernel.cluster_size > 1, inst,
+                                                       cta, tuple(mem))
                         classes.append(ThreadClass(
                             id=len(classes), cta=cta, role=code.role_index, role_name=role.name, instance=inst,
                             members=tuple(mem), warp=w, warpgroup=wg, program=prog, signalling=signalling,
                             label=label, role_threads=role.threads, instances=role.instances, unit=unit, who=who))
     return classes
-
-
-def split_classes(kernel: CheckedKernel, classes: list[ThreadClass], by: str) -> list[ThreadClass]:
-    """Without the counter abstraction: each warp (`by="warps"`) or each thread (`by="threads"`) of a
-    class is its own class, so it moves by itself.
-
-    The counted classes are exact for what they merge (DESIGN.md, "Threads"); this exists to
-    measure what they save (`--counter`) and to test that they change no verdict.
-    """
-    out: list[ThreadClass] = []
-    for cl in classes:
-        parts: dict[int, list[int]] = {}
-        for t in cl.members:
-            parts.setdefault(t if by == "threads" else t // 32, []).append(t)
-        if len(parts) == 1:
-            out.append(replace(cl, id=len(out)))
-            continue
-        for mem in parts.values():
-            label, unit, who = _label(kernel, cl.role, cl.instance, cl.cta, tuple(mem))
-            out.append(replace(cl, id=len(out), members=tuple(mem), warp=mem[0] // 32,
-                               warpgroup=mem[0] // 128, label=label, unit=unit, who=who))
-    return out

@@ -1,0 +1,114 @@
+"""What a run of the pipeline is given and returns: options, the runs per configuration class, the
+issues (a finding with its witness and condition), and the result the reports render.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.diagnostics import Diagnostic, Span, SpecError, error
+from ..lang.check import CheckedKernel
+from ..model.findings import Finding
+from ..model.ir import EvalError, Site
+from ..model.system import Model
+from ..model.threads import Config
+from ..search.explore import Exploration, Found, Limits
+from ..symbolic import sweep
+from ..symbolic.terms import Point
+from .configurations import ConfigClass, ElectSite
+
+VERDICTS = ("verified", "findings", "inconclusive")
+EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class Options:
+    overrides: tuple[tuple[str, int], ...] = ()
+    elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice
+    limits: Limits = Limits(max_states=2_000_000, stop_at_first=True)
+    reduce: bool = True  # partial-order reduction (switchable for measurement)
+    all_params: bool = False  # every value of every declared parameter range, not only the defaults
+    ranges: tuple[tuple[str, int, int], ...] = ()  # -D NAME=LO..HI: narrow a range for all_params
+    explore: bool = True  # False: static checks only (`pipecheck check`)
+    engine: str = "explicit"  # "bmc": bounded model checking in z3 (symbolic/bmc.py), to `depth` steps
+    depth: int = 30  # the bound of the bmc engine, in transitions
+    lockstep: bool = False  # each warp reconverges at the end of every branch (--lockstep)
+    check_scheduling: bool = True  # say which findings need independent thread scheduling
+    only: tuple[Config, ...] | None = None  # explore only the configuration classes holding these
+    symmetry: bool = True  # identical role instances are interchangeable (switchable for measurement)
+    # "classes": threads with the same code move as counted classes (the counter abstraction);
+    # "warps" / "threads": each warp / thread of a class is its own process (for measurement)
+    counter: str = "classes"
+    compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
+    every: str | None = None  # --every K: one folded exploration for every value of this loop bound (every.py)
+
+
+@dataclass
+class Run:
+    """One configuration class explored."""
+
+    cclass: ConfigClass
+    model: Model
+    exploration: Exploration
+    point: Point = ()  # the parameter values it ran with
+    system: object = None  # what was explored: the model, possibly wrapped by symmetry (for replaying witnesses)
+
+    @property
+    def config(self) -> Config:
+        return self.cclass.representative
+
+
+@dataclass
+class Issue:
+    """One finding as reported: its shortest witness and the configurations that show it."""
+
+    finding: Finding
+    witness: Found
+    run: Run
+    configs: list[Config]
+    condition: str
+    on_hardware: bool | None  # whether the H200's elect choice shows it; None without elect()
+    needs_independent_scheduling: bool = False  # gone when every warp reconverges after each branch
+
+    @property
+    def code(self) -> str:
+        return self.finding.code
+
+
+@dataclass
+class Result:
+    spec: str
+    kernel: CheckedKernel
+    options: Options
+    verdict: str
+    issues: list[Issue]
+    runs: list[Run]
+    sites: list[Site]
+    sources: dict[str, str]
+    esites: list[ElectSite]
+    seconds: float
+    stopped: str | None = None
+    static: list[Diagnostic] = field(default_factory=list)
+    plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
+    every: object = None  # every.Every: what a --every run said for all values of the bound
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def states(self) -> int:
+        return sum(r.exploration.states for r in self.runs)
+
+    @property
+    def params(self) -> dict[str, int]:
+        return {p.name: p.value for p in self.kernel.params}
+
+
+def site_span(sites: list[Site], idx: int) -> Span | None:
+    return sites[idx].span if 0 <= idx < len(sites) else None
+
+
+def spec_error(exc: SpecError | EvalError, sites: list[Site]) -> SpecError:
+    if isinstance(exc, SpecError):
+        return exc
+    return error("value", str(exc), site_span(sites, exc.site))
