@@ -1,11 +1,20 @@
-"""pipecheck against SPIN on the ring family, in one run: verdicts, states, wall time, peak memory, ratios.
+"""pipecheck against SPIN on the ring and pingpong families, in one run: verdicts, states, wall time, peak memory, ratios.
 
 Each row runs SPIN on the Promela model of benchmarks/spin/promela.py (spin -a, gcc -O2
 -DSAFETY, pan with its default partial-order reduction) and pipecheck on the same
-protocol (benchmarks/specs/ring_*.pipe) as whole processes, one after the other, and
-prints a table. Ratios are pipecheck / SPIN, from the same run.
+protocol (benchmarks/specs/ring_*.pipe, benchmarks/specs/pingpong_*.pipe) as whole
+processes, one after the other, and prints a table per family. Ratios are pipecheck /
+SPIN, from the same run.
 
-    python benchmarks/bench.py                  # every row (SPIN capped at --timeout s per row)
+The ring family: one producer warp, C consumer warpgroups, an S-stage ring, K k-tiles
+(SPIN capped at 16 GB). The pingpong family: CUTLASS SM90 pingpong, S stages, K k-tiles
+per work tile, T work tiles alternating between two math warpgroups, the ordered
+barrier and the TMA-store epilogue; variants fixed, release_before_read, no_store_drain
+(SPIN capped at 3 GB, pan -DMEMLIM=3072; pipecheck at --pc-timeout s and --pc-max-states).
+
+    python benchmarks/bench.py                  # every row of both families (SPIN capped at --timeout s per row)
+    python benchmarks/bench.py --family ring    # only the ring family (what bench.py ran before --family)
+    python benchmarks/bench.py --family pingpong --timeout 600 --pc-timeout 900
     python benchmarks/bench.py --quick          # only the small rows
     python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
     python benchmarks/bench.py --only-reductions --reduction-row 4/8/2   # only that table
@@ -27,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "spin"))
 sys.dont_write_bytecode = True
-from promela import ring_model  # noqa: E402
+from promela import pingpong_model, ring_model  # noqa: E402
 from run import machine, run_spin  # noqa: E402
 
 ROWS = [  # (S, K, C, variant)
@@ -40,6 +49,25 @@ ROWS = [  # (S, K, C, variant)
 ]
 QUICK = ROWS[:3] + ROWS[5:]
 
+PINGPONG_ROWS = [  # (S, K, T, variant)
+    (2, 2, 2, "fixed"),   # below the brief's range: rows SPIN finishes within 3 GB
+    (2, 1, 4, "fixed"),
+    (4, 3, 4, "fixed"),
+    (5, 6, 4, "fixed"),
+    (6, 9, 6, "fixed"),
+    (7, 15, 8, "fixed"),
+    (4, 3, 4, "release_before_read"),
+    (7, 15, 8, "release_before_read"),
+    (4, 3, 4, "no_store_drain"),
+    (7, 15, 8, "no_store_drain"),
+]
+PINGPONG_QUICK = [r for r in PINGPONG_ROWS if r[:3] in ((2, 2, 2), (4, 3, 4))]
+PINGPONG_MEMLIM_MB = 3072  # pan -DMEMLIM: SPIN's memory cap on the pingpong rows
+PINGPONG_SPECS = {"fixed": "pingpong_fixed", "release_before_read": "pingpong_bug_release_before_read",
+                  "no_store_drain": "pingpong_bug_no_store_drain"}
+# what each assertion of pingpong_model checks (the word before the colon of its comment), as pipecheck's finding code
+SPIN_ASSERTIONS = ("stale-read", "overwrite", "store-reuse", "arrive-fault")
+
 
 def ensure_spin() -> None:
     if shutil.which("spin") is None:
@@ -49,15 +77,23 @@ def ensure_spin() -> None:
 
 def measure(s: int, k: int, c: int, variant: str, extra: list[str], timeout_s: float) -> dict:
     """Run pipecheck in a child Python that reports its own peak RSS, so SPIN's memory never counts."""
+    spec = HERE / "specs" / f"ring_{variant}.pipe"
+    ks = ["-D", f"K_TILES={k}"] if k is not None else ["--every", "K_TILES"]
+    return run_pipecheck(spec, ["-D", f"STAGES={s}", *ks, "-D", f"CONSUMERS={c}"], extra, timeout_s)
+
+
+def run_pipecheck(spec: Path, defines: list[str], extra: list[str], timeout_s: float) -> dict:
+    """`pipecheck verify spec defines --format json extra` as a whole process: verdict, states, wall, peak MB.
+
+    The verdict is the finding codes, or pipecheck's verdict; `stopped` is pipecheck's reason for
+    stopping early (timeout, max-states), or None."""
     code = ("import resource,subprocess,sys,time,json;t=time.perf_counter();"
             "p=subprocess.run(sys.argv[1:],capture_output=True,text=True);"
             "w=time.perf_counter()-t;"
             "m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024;"
             "print(json.dumps({'out':p.stdout,'err':p.stderr,'wall':w,'peak':m}))")
-    spec = HERE / "specs" / f"ring_{variant}.pipe"
-    ks = ["-D", f"K_TILES={k}"] if k is not None else ["--every", "K_TILES"]
     cmd = [sys.executable, "-c", code, sys.executable, "-m", "pipecheck", "verify", str(spec),
-           "-D", f"STAGES={s}", *ks, "-D", f"CONSUMERS={c}", "--format", "json", *extra]
+           *defines, "--format", "json", *extra]
     try:
         wrapper = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -72,7 +108,8 @@ def measure(s: int, k: int, c: int, variant: str, extra: list[str], timeout_s: f
     every = data.get("every") or {}
     return {"verdict": ", ".join(codes) if codes else data["verdict"],
             "states": every.get("states", data["stats"]["states"]), "witness": every.get("witness"),
-            "wall_s": info["wall"], "peak_mb": info["peak"]}
+            "wall_s": info["wall"], "peak_mb": info["peak"], "stopped": data.get("stopped"),
+            "static": sorted({f["code"] for f in data.get("static", [])})}
 
 
 def fmt(x, spec: str) -> str:
@@ -155,32 +192,18 @@ def compile_package() -> None:
                        check=False, capture_output=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="only the small rows")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
-    ap.add_argument("--reductions", action="store_true", help="also time pipecheck with each reduction off")
-    ap.add_argument("--only-reductions", action="store_true", help="only the reductions table (no SPIN)")
-    ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
-    ap.add_argument("--reduction-timeout", type=float, default=300.0, help="seconds per reductions-table run")
-    ap.add_argument("--every", action="store_true", help="also the --every K_TILES table (one run for every K)")
-    ap.add_argument("--only-every", action="store_true", help="only the --every K_TILES table (no SPIN)")
-    args = ap.parse_args(argv)
-    compile_package()
-    if args.only_every:
-        print(f"machine: {machine()}; python {platform.python_version()}")
-        every_table(max(args.timeout, 600))
-        return 0
-    if args.only_reductions:
-        print(f"machine: {machine()}; python {platform.python_version()}")
-        reductions_table(args.reduction_row, args.reduction_timeout)
-        return 0
-    ensure_spin()
+def spin_code(spin: dict) -> str:
+    """SPIN's verdict in pipecheck's words: an assertion of pingpong_model is named by the finding it checks."""
+    if spin["verdict"] == "assertion" and spin.get("assertion"):
+        word = spin["assertion"].split(":", 1)[0].strip()
+        if word in SPIN_ASSERTIONS:
+            return word
+    return spin["verdict"]
+
+
+def ring_table(args: argparse.Namespace) -> None:
+    """The ring family's table (what bench.py printed before --family)."""
     rows = QUICK if args.quick else ROWS
-    print(f"machine: {machine()}")
-    print(f"python {platform.python_version()}; SPIN: spin -a, gcc -O2 -DSAFETY, pan with partial-order reduction;"
-          f" SPIN capped at {args.timeout:.0f} s per row")
-    print()
     head = ("| S/K/C | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
             " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s |")
     print(head)
@@ -201,10 +224,104 @@ def main(argv: list[str] | None = None) -> int:
     print("Times are whole processes (interpreter start, parse, every configuration, report). A SPIN row that "
           "reached the cap shows the states SPIN had stored and the time at the cap: its time ratio is an upper "
           "bound (marked), and its state count is a lower bound of SPIN's state space.")
-    if args.reductions:
-        reductions_table(args.reduction_row, args.reduction_timeout)
-    if args.every:
+
+
+def pingpong_table(args: argparse.Namespace) -> None:
+    """The pingpong family's table: the same columns as the ring's, S/K/T for S/K/C."""
+    rows = PINGPONG_QUICK if args.quick else PINGPONG_ROWS
+    memlim = args.pingpong_memlim
+    print(f"pingpong family (benchmarks/specs/pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py): "
+          f"SPIN capped at {args.timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
+          f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
+    print()
+    head = ("| S/K/T | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
+            " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s |")
+    print(head)
+    print("|" + "---|" * 13)
+    notes = []
+    for s, k, t, variant in rows:
+        with tempfile.TemporaryDirectory() as tmp:
+            spin = run_spin(pingpong_model(s, k, t, variant), Path(tmp), args.timeout, memlim_mb=memlim)
+        spec = HERE / "specs" / f"{PINGPONG_SPECS[variant]}.pipe"
+        pc = run_pipecheck(spec, ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}"],
+                           ["--timeout", str(args.pc_timeout), "--max-states", str(args.pc_max_states)],
+                           args.pc_timeout + 300)
+        spin_done = spin["verdict"] in ("verified", "hang", "assertion")
+        pc_done = pc["verdict"] != "timeout" and pc.get("stopped") is None
+        spin_verdict = spin_code(spin)
+        if spin["verdict"] == "timeout":
+            spin_verdict += f" (> {args.timeout:.0f} s)"
+        elif spin["verdict"] == "out-of-memory":
+            spin_verdict += f" ({memlim} MB)"
+        pc_verdict = pc["verdict"] + (f" ({pc['stopped']})" if pc.get("stopped") else "")
+        if pc.get("static"):
+            pc_verdict += f" (static: {', '.join(pc['static'])})"
+        mark = {(True, True): "", (False, True): " (bound)", (True, False): " (lower bound)",
+                (False, False): " (neither finished)"}[(spin_done, pc_done)]
+        print(f"| {s}/{k}/{t} | {variant} | {spin_verdict} | {pc_verdict} | {fmt(spin['states'], ',')} | "
+              f"{fmt(pc['states'], ',')} | {fmt(spin['total_s'], '.2f')} | {fmt(pc['wall_s'], '.2f')} | "
+              f"{fmt(spin['peak_rss_mb'], ',.0f')} | {fmt(pc['peak_mb'], ',.0f')} | "
+              f"{ratio(pc['wall_s'], spin['total_s'])}{mark} | "
+              f"{ratio(pc['states'], spin['states'])} | "
+              f"{fmt(pc['states'] / pc['wall_s'] if pc['states'] else None, ',.0f')} |", flush=True)
+        if spin["error"]:
+            notes.append(f"{s}/{k}/{t} {variant}: pan: {spin['error']}"
+                         + (f" [{spin['assertion']}]" if spin.get("assertion") else ""))
+    print()
+    print("Times are whole processes (interpreter start, parse, every configuration, report). SPIN's verdict names "
+          "the violated assertion by the pipecheck finding it checks (its comment in the model). A SPIN row that ran "
+          "out of memory or time shows the states stored and the time at that point: a lower bound of SPIN's state "
+          "space and time, so the time ratio is an upper bound (bound). A pipecheck row that stopped (inconclusive) "
+          "likewise shows its states and time at the stop: that ratio is a lower bound; where neither finished the "
+          "ratios compare two partial searches. A bug row's search stops at the first counterexample in both tools "
+          "(SPIN depth-first, pipecheck breadth-first).")
+    for note in notes:
+        print(f"- {note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", choices=("ring", "pingpong", "all"), default="all",
+                    help="which family's table (default all: the ring's, then the pingpong's)")
+    ap.add_argument("--quick", action="store_true", help="only the small rows")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
+    ap.add_argument("--pc-timeout", type=float, default=900.0,
+                    help="pingpong: pipecheck --timeout per row, seconds (default 900)")
+    ap.add_argument("--pc-max-states", type=int, default=2_000_000,
+                    help="pingpong: pipecheck --max-states per row (default 2000000, pipecheck's own default)")
+    ap.add_argument("--pingpong-memlim", type=int, default=PINGPONG_MEMLIM_MB,
+                    help=f"pingpong: SPIN's memory cap in MB, pan -DMEMLIM (default {PINGPONG_MEMLIM_MB})")
+    ap.add_argument("--reductions", action="store_true", help="also time pipecheck with each reduction off")
+    ap.add_argument("--only-reductions", action="store_true", help="only the reductions table (no SPIN)")
+    ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
+    ap.add_argument("--reduction-timeout", type=float, default=300.0, help="seconds per reductions-table run")
+    ap.add_argument("--every", action="store_true", help="also the --every K_TILES table (one run for every K)")
+    ap.add_argument("--only-every", action="store_true", help="only the --every K_TILES table (no SPIN)")
+    args = ap.parse_args(argv)
+    compile_package()
+    if args.only_every:
+        print(f"machine: {machine()}; python {platform.python_version()}")
         every_table(max(args.timeout, 600))
+        return 0
+    if args.only_reductions:
+        print(f"machine: {machine()}; python {platform.python_version()}")
+        reductions_table(args.reduction_row, args.reduction_timeout)
+        return 0
+    ensure_spin()
+    print(f"machine: {machine()}")
+    print(f"python {platform.python_version()}; SPIN: spin -a, gcc -O2 -DSAFETY, pan with partial-order reduction;"
+          f" SPIN capped at {args.timeout:.0f} s per row")
+    print()
+    if args.family in ("ring", "all"):
+        ring_table(args)
+        if args.reductions:
+            reductions_table(args.reduction_row, args.reduction_timeout)
+        if args.every:
+            every_table(max(args.timeout, 600))
+    if args.family in ("pingpong", "all"):
+        if args.family == "all":
+            print()
+        pingpong_table(args)
     return 0
 
 

@@ -1,9 +1,14 @@
-"""Promela (SPIN) model of the TMA + mbarrier stage ring, for the pipecheck-vs-SPIN benchmark.
+"""Promela (SPIN) models of the benchmark families, for the pipecheck-vs-SPIN benchmark.
 
 `ring_model(stages, k_tiles, consumers, variant)` returns the Promela text of the `ring`
 kernel (one producer warp, `consumers` consumer warpgroups, a `stages`-deep ring of
 full/empty mbarriers, `k_tiles` iterations), in the variant `"fixed"`
 (`let leader = issuer`) or `"bug3722"` (`let leader = lane == 0`, CUTLASS issue #3722).
+
+`pingpong_model(stages, k_tiles, tiles, variant)` returns the Promela text of the CUTLASS
+SM90 pingpong kernel of benchmarks/specs/pingpong_*.pipe (variant `"fixed"`,
+`"release_before_read"` or `"no_store_drain"`); its section below says how it is built.
+The rest of this docstring is about the ring.
 
 The model mirrors pipecheck's semantics (SEMANTICS.md sections 1-3) at pipecheck's thread
 granularity; comments in the generated text say which Promela statement is which step.
@@ -239,10 +244,285 @@ init {{
 """
 
 
+# ---------------------------------------------------------------- the pingpong family
+#
+# pingpong_model(stages, k_tiles, tiles, variant): benchmarks/specs/pingpong_<variant>.pipe
+# (variant "fixed", "release_before_read" = pingpong_bug_release_before_read.pipe,
+# "no_store_drain" = pingpong_bug_no_store_drain.pipe), at the same abstraction as the ring:
+#
+# - P: the producer warp's elected lane (issuer and leader: which lane does not matter, so
+#   one process). Per k-tile: wait empty, arrive.expect_tx on full (A + B bytes), issue the A
+#   load, issue the B load; then load_tail's S waits on empty. load() elects per work tile;
+#   elect.sync is the same lane every time and the other 31 lanes do nothing else, so the
+#   collective is unobservable and has no process.
+# - W<g>S / W<g>N: the four warps of math warpgroup g, each one process (its 32 lanes move
+#   together, SIMT). pipecheck splits this warpgroup by warp, not into a thread-0 class and
+#   the rest as in the ring: every thread arrives on empty and on the order barrier (cluster
+#   of 1: empty counts 128 threads) and writes D, and a signalling class is split by warp
+#   (docs/semantics.md, "Threads"). W<g>S is warp 0 (issue_tma_store: the store pipeline's
+#   acquire, the TMA store and its drain); W<g>N is a warp of warps 1..3 (three processes).
+#   Barriers counted in threads count here in warps: 128 threads = 4 warp arrivals.
+# - X: the asynchronous units: an A or B load lands (overwrite check against every wgmma in
+#   flight; the tag; complete_tx), a warpgroup's oldest wgmma completes, a warpgroup's TMA
+#   store finishes reading D.
+#
+# A warpgroup's work-tile rounds are unrolled (the count, (T + 1 - g) / 2, is known when the
+# text is generated), and a warpgroup without a tile (g = 1 when T = 1) has no process: a
+# loop exit of its own would be one more transition, interleaved with everything, that
+# pipecheck does not have (it runs local steps as part of the visible step before them).
+# For the same reason the K loop leaves through its last visible step (the order arrive),
+# and a warp released by bar.sync goes on with its next visible step, guarded by the
+# barrier's generation: pipecheck moves every waiter when the last thread arrives.
+# fence.proxy.async and commit_group touch only the warp's own state and are fused into the
+# D write and the TMA store issue; the fence is not checked (no planted bug is about it).
+
+PINGPONG_VARIANTS = ("fixed", "release_before_read", "no_store_drain")
+BYTES_A = 8192   # 128x64 fp8 A k-tile (benchmarks/specs/pingpong_*.pipe)
+BYTES_B = 8192   # 128x64 fp8 B k-tile
+
+
+def _warp_arrive(bar: str, i: str, what: str, guard: str = "", then: str = "") -> str:
+    """One warp's arrive (32 lanes, one step) on a barrier of 128 threads, counted in warps."""
+    head = f"{guard} -> " if guard else ""
+    tail = f";\n       {then}" if then else ""
+    return (f"d_step {{ {head}                      /* {what} */\n"
+            f"       assert({bar}pend[{i}] > 0);     /* arrive-fault: fewer than 32 arrivals pending */\n"
+            f"       {bar}pend[{i}] = {bar}pend[{i}] - 1;\n"
+            f"       if :: {bar}pend[{i}] == 0 -> {bar}ph[{i}] = 1 - {bar}ph[{i}]; {bar}pend[{i}] = 4 "
+            f":: else -> skip fi{tail} }}")
+
+
+_PINGPONG_COMMON = """\
+/* a consumer warp of warpgroup g in its work-tile round i (tile t = 2i + g), at k-tile k */
+#define CC   ((2 * i + g) * K + k)        /* the mainloop ring's count: rd starts K ahead for g = 1 */
+#define RIDX (CC % S)                     /* rd.index */
+#define RPAR ((CC / S) % 2)               /* rd.phase */
+#define PIDX ((CC - 2) % S)               /* rel.index once mma_issue advanced k: the previous stage */
+#define OPH  ((1 - g + i) % 2)            /* order.phase in round i: group 0 starts at 1, group 1 at 0 */
+#define BAR_PASSED (nbg != gen)           /* bar.sync: the generation this warp arrived in completed */
+
+/* mma_async A[rd.index] tile CC, B[rd.index] tile CC by one warp of warpgroup g; advance rd.
+   The wgmma starts when the fourth warp issues it and from then reads A and B[idx] until X
+   completes it. A warp can be at most one wgmma ahead of another (its warpgroup_wait<1>
+   needs the one before to complete, which needs every warp), so two issue counters, by
+   wgmma number mod 2, suffice. */
+inline mma_issue() {
+  d_step {
+    ni[2 * g + (i * K + k) % 2] = ni[2 * g + (i * K + k) % 2] + 1;
+    if
+    :: ni[2 * g + (i * K + k) % 2] == 4 ->
+       ni[2 * g + (i * K + k) % 2] = 0;
+       assert(tagA[RIDX] >= CC + 1 && tagB[RIDX] >= CC + 1);  /* stale-read: k-tile CC not landed */
+       assert(tagA[RIDX] <= CC + 1 && tagB[RIDX] <= CC + 1);  /* overwrite: a later k-tile landed */
+       if
+       :: mb0[g] == 0 -> mb0[g] = RIDX + 1
+       :: else -> assert(mb1[g] == 0); mb1[g] = RIDX + 1      /* model capacity: two in flight */
+       fi
+    :: else -> skip
+    fi;
+    k++
+  }
+}
+
+/* bar.sync 1, 128 (the epilogue barrier; both warpgroups use id 1), the arrival: the fourth
+   warp completes the generation. The warp then waits for BAR_PASSED as the guard of its next
+   step. Exact here because the epilogue order barrier lets one warpgroup at a time into the
+   epilogue, so a generation completes only once all four warps passed the one before. */
+inline bar_arrive() {
+  d_step { gen = nbg; nbc++; if :: nbc == 4 -> nbc = 0; nbg = 1 - nbg :: else -> skip fi }
+}
+"""
+
+
+def _pingpong_round(store_warp: bool, variant: str, last: bool) -> str:
+    """One work-tile round of one consumer warp: order wait, mma(), mma_tail, the epilogue."""
+    empty_prev = _warp_arrive("e", "PIDX", "consumer_release: arrive empty[rel.index]; advance rel")
+    empty_last = _warp_arrive("e", "(CC - 1) % S", "mma_tail: release the last stage")
+    empty_now = _warp_arrive("e", "RIDX", "BUG: arrive empty[rd.index] before the wgmma reads it")
+    mma_turn = _warp_arrive("o", "1 - g", "k == K: order arrive, math_order[0][other]: the MMA turn",
+                            guard="k == K")
+    out = ["  oph[g] != OPH;                      /* order wait: math_order[0][g] parity order.phase */"]
+    if variant == "release_before_read":
+        out += [
+            "  fph[RIDX] != RPAR;                  /* mma() prologue: wait full[rd.index] parity rd.phase */",
+            f"  {empty_now};",
+            "  mma_issue();",
+            "  do",
+            "  :: k < K && fph[RIDX] != RPAR ->    /* consumer_wait */",
+            f"     {empty_now};",
+            "     mma_issue();",
+            "     mc[g] + 1 >= i * K + k           /* warpgroup_wait<1> */",
+            f"  :: {mma_turn}; break",
+            "  od;",
+            "  mc[g] >= i * K + K;                 /* mma_tail: warpgroup_wait<0>; every stage was released */",
+        ]
+    else:
+        out += [
+            "  fph[RIDX] != RPAR;                  /* mma() prologue: wait full[rd.index] parity rd.phase */",
+            "  mma_issue();",
+            "  do",
+            "  :: k < K && fph[RIDX] != RPAR ->    /* consumer_wait */",
+            "     mma_issue();",
+            "     mc[g] + 1 >= i * K + k;          /* warpgroup_wait<1> */",
+            f"     {empty_prev}",
+            f"  :: {mma_turn}; break",
+            "  od;",
+            "  mc[g] >= i * K + K;                 /* mma_tail: warpgroup_wait<0> */",
+            f"  {empty_last};",
+        ]
+    out.append("  oph[2 + g] != OPH;                  /* order wait: math_order[1][g] parity order.phase */")
+    if store_warp:
+        out.append("  sr[g] == 0;                         /* store producer_acquire: wait_group.read 0 */")
+    out += [
+        "  bar_arrive();                       /* bar.sync 1, 128 */",
+        "  d_step { BAR_PASSED -> gen = 0;     /* write D tile t; fence.proxy.async */",
+        "    assert(sr[0] == 0 && sr[1] == 0)  /* store-reuse: a TMA store still reads D */",
+        "  };",
+        "  bar_arrive();                       /* bar.sync 1, 128 */",
+    ]
+    epi_what = "order arrive, math_order[1][other]: the epilogue turn; next round"
+    if store_warp:
+        out.append("  d_step { BAR_PASSED -> gen = 0; sr[g] = 1 };  /* tma_store D tile t; commit_group */")
+        if variant == "no_store_drain":
+            out.append("  /* BUG: no store_tail before the hand-over */")
+        else:
+            out.append("  sr[g] == 0;                         /* store_tail: wait_group.read 0 */")
+        out.append(f"  {_warp_arrive('o', '3 - g', epi_what, then='i++; k = 0')}" + (";" if not last else ""))
+    else:
+        note = ("BUG: no store_tail (none of its own to drain anyway)" if variant == "no_store_drain"
+                else "store_tail: no stores of its own, passes")
+        out.append(f"  {_warp_arrive('o', '3 - g', epi_what + '; ' + note, guard='BAR_PASSED', then='gen = 0; i++; k = 0')}"
+                   + (";" if not last else ""))
+    return "\n".join(out) + "\n"
+
+
+def _pingpong_warp(name: str, g: int, rounds: int, store_warp: bool, variant: str) -> str:
+    """The process of one consumer warp of warpgroup g: its rounds, unrolled."""
+    what = "warp 0 (issue_tma_store)" if store_warp else "one of warps 1..3"
+    text = [f"proctype {name}() {{                /* math warpgroup {g}: {what} */",
+            f"  byte g = {g}; byte i, k; bit gen;"]
+    for r in range(rounds):
+        last = r == rounds - 1 and not (store_warp and variant == "no_store_drain")
+        text.append(f"  /* round {r}: work tile {2 * r + g} */")
+        text.append(_pingpong_round(store_warp, variant, last).rstrip("\n"))
+    if store_warp and variant == "no_store_drain":
+        text.append("  sr[g] == 0                          /* store_tail once, after the last tile */")
+    text.append("}")
+    return "\n".join(text) + "\n"
+
+
+def pingpong_model(stages: int, k_tiles: int, tiles: int, variant: str) -> str:
+    """Return the Promela text of the pingpong kernel (benchmarks/specs/pingpong_*.pipe)."""
+    if variant not in PINGPONG_VARIANTS:
+        raise ValueError(f"variant must be one of {PINGPONG_VARIANTS}, not {variant!r}")
+    for name, value in (("stages", stages), ("k_tiles", k_tiles), ("tiles", tiles)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, not {value}")
+    if tiles * k_tiles + stages > 254:
+        raise ValueError("tiles * k_tiles + stages must stay below 255 (byte counters and tags)")
+    s, k_n, t_n = stages, k_tiles, tiles
+
+    events = []
+    for i in range(s):
+        no_reader = " && ".join(f"mb{j}[{g}] != {i + 1}" for g in range(2) for j in range(2))
+        for buf, nbytes in (("A", "BYTES_A"), ("B", "BYTES_B")):
+            events.append(
+                f"  :: d_step {{ ld{buf}[{i}] != 0 ->        /* the TMA load into {buf}[{i}] lands */\n"
+                f"       assert({no_reader});  /* overwrite: a wgmma is reading {buf}[{i}] */\n"
+                f"       tag{buf}[{i}] = ld{buf}[{i}]; ld{buf}[{i}] = 0;\n"
+                f"       ftx[{i}] = ftx[{i}] - {nbytes};  /* complete_tx on full[{i}] */\n"
+                f"       {_full_complete(str(i))} }}")
+    for g in range(2):
+        events.append(f"  :: d_step {{ mb0[{g}] != 0 -> mb0[{g}] = mb1[{g}]; mb1[{g}] = 0; mc[{g}]++ }}"
+                      f"  /* warpgroup {g}'s oldest wgmma completes */")
+    for g in range(2):
+        events.append(f"  :: d_step {{ sr[{g}] != 0 -> sr[{g}] = 0 }}"
+                      f"  /* warpgroup {g}'s TMA store has read D */")
+
+    warps, spawn = [], []
+    for g in range(2):
+        rounds = (t_n + 1 - g) // 2
+        if rounds == 0:
+            spawn.append(f"  /* math warpgroup {g} has no work tile: no process */")
+            continue
+        warps.append(_pingpong_warp(f"W{g}S", g, rounds, True, variant))
+        warps.append(_pingpong_warp(f"W{g}N", g, rounds, False, variant))
+        spawn.append(f"  run W{g}S(); run W{g}N(); run W{g}N(); run W{g}N();")
+
+    return f"""\
+/* pipecheck benchmark: CUTLASS SM90 pingpong, STAGES={s} K_TILES={k_n} TILES={t_n}, variant {variant} */
+#define S       {s}
+#define K       {k_n}
+#define T       {t_n}
+#define BYTES_A {BYTES_A}
+#define BYTES_B {BYTES_B}
+#define IDX     (c % S)          /* the producer ring's index at count c */
+#define PAR     ((c / S) % 2)    /* the consumer phase at count c; the producer's is 1 - PAR */
+
+bit   fph[S];        /* full[i]: completed phases mod 2 (all that `wait parity` reads) */
+bit   fpend[S] = 1;  /* full[i]: pending arrivals; expected = 1 */
+short ftx[S];        /* full[i]: tx bytes still owed, signed */
+bit   eph[S];        /* empty[i]: completed phases mod 2 */
+byte  epend[S] = 4;  /* empty[i]: pending arrivals in warps; expected = 128 threads; no tx */
+bit   oph[4];        /* math_order[d][g] at 2d + g (d: 0 the MMA turn, 1 the epilogue turn) */
+byte  opend[4] = 4;  /* math_order: pending arrivals in warps; expected = 128 threads */
+byte  tagA[S];       /* A[i]: k-tile + 1 of the data in the buffer, 0 = never loaded */
+byte  tagB[S];
+byte  ldA[S];        /* the TMA load into A[i] in flight: k-tile + 1, 0 = none */
+byte  ldB[S];
+byte  ni[4];         /* warpgroup g: warps that issued its wgmma number m, at 2g + m % 2 */
+byte  mb0[2];        /* warpgroup g: its oldest in-flight wgmma reads A/B[mb0 - 1]; 0 = none */
+byte  mb1[2];        /* warpgroup g: the one after it */
+byte  mc[2];         /* warpgroup g: completed wgmmas */
+byte  nbc;           /* named barrier 1: warps arrived in this generation */
+bit   nbg;           /* named barrier 1: completed generations mod 2 */
+bit   sr[2];         /* warpgroup g: its TMA store (issued by warp 0) still reads D */
+
+proctype P() {{                        /* producer warp: the elected lane, issuer and leader */
+  byte c;                             /* mainloop_pipe_producer_state.count: t * K + k */
+  do
+  :: c < T * K && eph[IDX] != 1 - PAR ->  /* producer_acquire: wait empty[idx] parity phase */
+     d_step {{                         /* arrive full[idx] expect_tx BYTES_A + BYTES_B */
+       ftx[IDX] = ftx[IDX] + BYTES_A + BYTES_B;
+       assert(fpend[IDX] > 0);        /* arrive-fault */
+       fpend[IDX] = fpend[IDX] - 1;
+       {_full_complete('IDX')}
+     }};
+     d_step {{ assert(ldA[IDX] == 0); ldA[IDX] = c + 1 }};      /* tma_load A[idx] tile c (issue) */
+     d_step {{ assert(ldB[IDX] == 0); ldB[IDX] = c + 1; c++ }}  /* tma_load B[idx] tile c; advance */
+  :: c >= T * K && c < T * K + S - 1 && eph[IDX] != 1 - PAR -> c++  /* load_tail: wait empty */
+  :: c == T * K + S - 1 && eph[IDX] != 1 - PAR -> break      /* load_tail: the last wait */
+  od
+}}
+
+{_PINGPONG_COMMON}
+{chr(10).join(warps)}
+proctype X() {{                        /* asynchronous units: TMA loads, wgmma, TMA stores */
+end:
+  do
+{chr(10).join(events)}
+  od
+}}
+
+init {{
+  atomic {{
+  run X();
+  run P();                            /* leader = the elected lane: which lane does not matter */
+{chr(10).join(spawn)}
+  }}
+}}
+"""
+
+
 if __name__ == "__main__":
     import sys
 
     argv = sys.argv[1:]
-    if len(argv) != 4 or argv[3] not in VARIANTS:
-        sys.exit("usage: python3.11 promela.py STAGES K_TILES CONSUMERS fixed|bug3722")
-    sys.stdout.write(ring_model(int(argv[0]), int(argv[1]), int(argv[2]), argv[3]))
+    if len(argv) == 5 and argv[0] == "pingpong" and argv[4] in PINGPONG_VARIANTS:
+        sys.stdout.write(pingpong_model(int(argv[1]), int(argv[2]), int(argv[3]), argv[4]))
+    elif len(argv) == 4 and argv[3] in VARIANTS:
+        sys.stdout.write(ring_model(int(argv[0]), int(argv[1]), int(argv[2]), argv[3]))
+    else:
+        sys.exit("usage: python3.11 promela.py STAGES K_TILES CONSUMERS fixed|bug3722\n"
+                 "       python3.11 promela.py pingpong STAGES K_TILES TILES "
+                 "fixed|release_before_read|no_store_drain")

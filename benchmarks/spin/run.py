@@ -6,8 +6,9 @@
     gcc -O2 -DSAFETY -DMEMLIM=16384 -o pan pan.c
     ./pan -m<max_depth> [-w<hash_bits>]
 
-and returns a dict (see `run_spin`). `-DMEMLIM=16384` is the benchmark's 16 GB cap: pan
-stops by itself when its allocations reach 16 GiB. No -DCOLLAPSE, no bitstate or
+and returns a dict (see `run_spin`). `-DMEMLIM=16384` is the ring benchmark's 16 GB cap: pan
+stops by itself when its allocations reach 16 GiB (`memlim_mb=` sets another: the pingpong
+rows of benchmarks/bench.py use 3072). No -DCOLLAPSE, no bitstate or
 hash-compact (those would change what is measured or give up exhaustiveness), no -i/-I:
 the search is SPIN's default depth-first search with partial-order reduction, which stops at
 the first error, so for a failing model the times are the time to the first counterexample.
@@ -101,9 +102,29 @@ def _final_processes(replay: str, model_text: str) -> list[str]:
     return found
 
 
+def _cflags(memlim_mb: int) -> list[str]:
+    return [f"-DMEMLIM={memlim_mb}" if f.startswith("-DMEMLIM=") else f for f in CFLAGS]
+
+
+def _failed_assertion(replay: str, model_text: str) -> str | None:
+    """The comment on the source line of the assertion the replayed trail violates."""
+    m = re.search(r"spin: \S+:(\d+), Error: assertion violated", replay)
+    if not m:
+        return None
+    lines = model_text.splitlines()
+    n = int(m.group(1))
+    src = lines[n - 1] if 0 < n <= len(lines) else ""
+    c = re.search(r"/\*\s*(.*?)\s*\*/", src)
+    return c.group(1) if c else src.strip()
+
+
 def run_spin(model_text: str, workdir: Path, timeout_s: float, *,
-             max_depth: int = 100_000, hash_bits: int | None = None) -> dict:
+             max_depth: int = 100_000, hash_bits: int | None = None,
+             memlim_mb: int = MEMLIM_MB) -> dict:
     """Verify `model_text` with SPIN in `workdir` (created if needed).
+
+    `memlim_mb` is pan's -DMEMLIM (16384 by default, the ring benchmark's 16 GB cap; the
+    pingpong rows of benchmarks/bench.py use 3072).
 
     Returns a dict with:
       verdict         "verified" | "hang" | "assertion", or when the search did not finish:
@@ -124,6 +145,8 @@ def run_spin(model_text: str, workdir: Path, timeout_s: float, *,
       pan_args        the pan command line
       trail_procs     for a counterexample: each process where the replayed trail
                       (spin -t) leaves it, with the comment of its source line
+      assertion       for a violated assertion: the comment on its source line in the
+                      model ("overwrite: a wgmma is reading A[0]"), or None
       output          pan's output (the last 4000 characters)
     """
     workdir = Path(workdir)
@@ -137,10 +160,10 @@ def run_spin(model_text: str, workdir: Path, timeout_s: float, *,
                     "spin_s": None, "gcc_s": None, "pan_s": None, "total_s": None,
                     "pan_elapsed_s": None, "peak_rss_mb": None, "pan_memory_mb": None,
                     "rusage_children_maxrss_mb": None, "pan_args": None, "trail_procs": None,
-                    "output": ""}
+                    "assertion": None, "output": ""}
 
     for key, cmd in (("spin_s", ["spin", "-a", "model.pml"]),
-                     ("gcc_s", ["gcc", *CFLAGS, "-o", "pan", "pan.c"])):
+                     ("gcc_s", ["gcc", *_cflags(memlim_mb), "-o", "pan", "pan.c"])):
         try:
             result[key], proc = _timed(cmd, workdir, deadline - time.perf_counter())
         except subprocess.TimeoutExpired:
@@ -182,6 +205,7 @@ def run_spin(model_text: str, workdir: Path, timeout_s: float, *,
             replay = subprocess.run(["spin", "-t", "model.pml"], cwd=workdir,
                                     capture_output=True, text=True, timeout=60)
             result["trail_procs"] = _final_processes(replay.stdout, model_text)
+            result["assertion"] = _failed_assertion(replay.stdout, model_text)
     elif "reached -DMEMLIM bound" in out:
         result["verdict"] = "out-of-memory"
     elif timed_out or "Interrupted" in out:
