@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
+from .ir import (PROBE, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, RConst, ROp, RRef, RRing, RVar, Site, compile_expr)
@@ -82,6 +82,9 @@ def liveness(prog: Program) -> list[frozenset[int]]:
         elif ins.op == ADVANCE:
             u.add(ins.args[0])
             d.add(ins.args[0])
+        elif ins.op == PROBE:
+            u |= registers_read(ins.args[:2])
+            d.add(ins.args[2])
         else:
             u |= registers_read(ins.args)
             if ins.op in GHOST_USERS:
@@ -245,13 +248,15 @@ def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CI
                 ci.c = lambda env, slot=slot, st=st, ph=ph: env[slot] // st - ph
         elif op == ARRIVE:
             ci.a, ci.b, ci.c, ci.d = bar(a[0], site), compile_expr(a[1]), opt(a[2]), _round(a[0])
-            ci.once = pc in once
+            ci.once = prog.unrecorded or pc in once
         elif op in (EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, INIT):
             ci.a, ci.b = bar(a[0], site), compile_expr(a[1])
             if op == ARRIVE_DROP:
                 ci.d = _round(a[0])
         elif op == INVAL:
             ci.a = bar(a[0], site)
+        elif op == PROBE:
+            ci.a, ci.b, ci.c = bar(a[0], site), compile_expr(a[1]), a[2]
         elif op == TMA_LOAD:
             ci.a, ci.b, ci.c, ci.d, ci.e = buf(a[0], site), compile_expr(a[1]), compile_expr(a[2]), bar(a[3], site), opt(a[4])
         elif op == CP_ASYNC:

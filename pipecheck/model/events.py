@@ -14,8 +14,11 @@ from .state import Action, State
 
 class AsyncEvents:
     def __init__(self, layout: Layout, hazards: Hazards, labels: Sequence[str], unit_cta: Sequence[int],
-                 unit_labels: Sequence[str]):
+                 unit_labels: Sequence[str], store_writes: bool = True):
         self.layout = layout
+        # whether a bulk store's second stage (writing global memory) is observed: only a wait_group without
+        # .read waits for it; otherwise a store is done once it finished reading shared memory
+        self.store_writes = store_writes
         self.hazards = hazards
         self.labels = labels  # per thread class
         self.unit_cta = unit_cta  # per MMA unit
@@ -52,7 +55,7 @@ class AsyncEvents:
     def store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
         c, seq, buf, tag, stage, site = s.stores[i]
         rest = s.stores[:i] + s.stores[i + 1:]
-        if stage == 0:
+        if stage == 0 and self.store_writes:
             rest = tuple(sorted(rest + ((c, seq, buf, tag, 1, site),)))
         return ("s", i), s._replace(stores=rest), ()
 

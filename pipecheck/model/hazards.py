@@ -10,7 +10,7 @@ from . import semantics as S
 from .compiled import CInstr
 from .findings import Finding
 from .layout import Layout
-from .state import CLOBBERED, EMPTY, State
+from .state import ANY_TILE, CLOBBERED, EMPTY, State
 
 
 
@@ -92,6 +92,8 @@ class Hazards:
         """A read (or the start of an async reader) of `buf` expecting tile `want`."""
         if want is None:
             return []
+        if want == ANY_TILE:  # no tile named (PTX): any landed data is right, read after it landed
+            return self._race(s, c, site, buf, what, who)
         name = self.layout.buf_names[buf]
         who = who or self.labels[c]
         have = s.bufs[buf]
@@ -119,6 +121,28 @@ class Hazards:
                             f"{state} ({name} holds {holds})", site, c)]
         return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but {name} already holds tile {have}: "
                         f"a later copy overwrote tile {want} before it was read", site, c)]
+
+    def _race(self, s: State, c: int, site: int, buf: int, what: str, who: str | None) -> list[Finding]:
+        name = self.layout.buf_names[buf]
+        who = who or self.labels[c]
+        for op in s.flight:
+            if op[0] == buf:
+                kind = "TMA load" if op[3] >= 0 else "cp.async copy"
+                return [Finding("stale-read", f"{who} {what} {name} while the {kind} into it is still in flight: "
+                                "no wait orders the read after the copy lands", site, c,
+                                notes=((f"the {kind}", op[4]),))]
+        have = s.bufs[buf]
+        if have == EMPTY:
+            return [Finding("stale-read", f"{who} {what} {name}, which no copy or store has written yet", site, c)]
+        if have == CLOBBERED:
+            return [Finding("overwrite", f"{who} {what} {name}, but its storage was overwritten through a buffer "
+                            "over it", site, c)]
+        for u, (_, _, inflight) in enumerate(s.mmas):
+            for seq, ops, msite, mc, out in inflight:
+                if out is not None and out[0] == buf:
+                    return [Finding("overwrite", f"{who} {what} {name} while an mma_async of {self.unit_labels[u]} "
+                                    "writes into it", site, c)]
+        return []
 
     def write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
         """Writing `buf` (and whatever shares its storage) while someone may still read it."""

@@ -218,6 +218,7 @@ COLL, COLL_WAIT, BAR_ARRIVE, END = "coll", "coll_wait", "bar_arrive", "end"
 TMA_STORE, COMMIT_GROUP, WAIT_GROUP, FENCE_PROXY = "tma_store", "commit_group", "wait_group", "fence_proxy"
 INIT, INVAL, FENCE_INIT, EXIT, CP_ASYNC_ARRIVE = "init", "inval", "fence_init", "exit", "cp_async_arrive"
 CP_ASYNC = "cp_async"
+PROBE = "probe"  # mbarrier.try_wait/test_wait as a test: a register gets whether the phase completed
 
 # Operations whose effect another thread can observe (beyond reading shared state).
 SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, MMA_COMMIT, BAR_ARRIVE,
@@ -240,6 +241,9 @@ class Program:
     instrs: tuple[Instr, ...]
     nslots: int
     slot_names: tuple[str, ...] = field(default=())
+    # every arrive of this program is unrecorded (no per-phase record of arrivers for double-arrive): set by a
+    # front end whose arrivals cannot be told once per round (PTX), so arrivals of several warps commute
+    unrecorded: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((self.instrs, self.nslots)))

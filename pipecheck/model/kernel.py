@@ -18,6 +18,7 @@ class BufferDecl:
     over: tuple[str, tuple[int, ...]] | None  # (buffer or mbarrier array, leading indices) it shares storage with
     span: Span
     space: str = "smem"  # smem | tmem
+    labels: tuple[str, ...] = ()  # a name per element (the PTX front end names regions by address)
 
     @property
     def size(self) -> int:
@@ -34,6 +35,7 @@ class BarrierDecl:
     count: int
     noinit: bool
     span: Span
+    labels: tuple[str, ...] = ()  # a name per element
 
     @property
     def size(self) -> int:

@@ -64,7 +64,8 @@ class Layout:
         cta, off = divmod(gid, per)
         for d in decls:
             if off < d.size:
-                name = _index_name(d.name, d.dims, off)
+                labels = getattr(d, "labels", ())
+                name = labels[off] if off < len(labels) else _index_name(d.name, d.dims, off)
                 return f"cta{cta}.{name}" if self.ncta > 1 else name
             off -= d.size
         return "?"

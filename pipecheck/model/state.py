@@ -7,6 +7,7 @@ from typing import Iterable, NamedTuple
 
 EMPTY = -1  # tile tag of a buffer nothing has written
 CLOBBERED = -2  # tile tag of a buffer whose storage was written through an alias
+ANY_TILE = -3  # what a read expects when it names no tile (PTX): whatever landed, after it landed
 FAR_K = 1 << 40  # --every: the loop bound of a state nowhere near the end of its loops (loop_offset.FAR, and above)
 
 

@@ -17,7 +17,7 @@ from .compiled import CInstr, compile_program
 from .events import AsyncEvents
 from .findings import Finding
 from .hazards import Hazards
-from .ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
+from .ir import (PROBE, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, Site)
@@ -69,7 +69,8 @@ class Model:
         self.nunits = len(units)
         labels = [cl.label for cl in classes]
         self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes])
-        self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label)
+        full_waits = any(i.op is WAIT_GROUP and not i.c for code in self.code for i in code)
+        self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label, full_waits)
         self.cta_classes = [[c.id for c in classes if c.cta == k] for k in range(self.layout.ncta)]
         self.coll_classes = [c.id for c in classes if any(i.op is COLL for i in self.code[c.id])]
         self.cta_threads = sum(cl.size for cl in classes if cl.cta == 0)
@@ -251,15 +252,18 @@ class Model:
                 elif op is COLL or op is COLL_WAIT:
                     k, n = model.coll_key(c, ins, env)
                     if op is COLL:
-                        ops.append(("coll", k, m, n))
+                        ops.append(("coll", k, m, n, c))
                         skip = 2
                     ops.append(("cwait", k, n))
                 elif op is BAR_ARRIVE:
-                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env)))
+                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env), c))
                 elif op is INIT or op is INVAL:
-                    ops.append(("init", ins.a(env, cta)))
+                    ops.append(("init", ins.a(env, cta), c))
                 elif op is FENCE_INIT:
-                    ops.append(("finit",))
+                    ops.append(("finit", c))
+                elif op is PROBE:  # what follows depends on the barrier's state: the future ends here
+                    ops.append(("probe", ins.a(env, cta)))
+                    break
                 else:
                     break
                 nxt = model.settle(c, pc + skip, env2)
@@ -468,6 +472,12 @@ class Model:
                 if off:
                     findings.append(self.hazards.phase_alias(s, c, ins, env, gid, off, passing=True))
             self._emit(out, s, c, gi, pc + 1, env, m, findings)
+        elif op is PROBE:  # try_wait / test_wait as a test: the register holds whether the phase has completed
+            gid = ins.a(env, cta)
+            b = s.bars[gid]
+            done = int(b is not None and S.wait_passes(b, ins.b(env)))
+            findings = self.hazards.barrier_use(s, c, gid, ins.site, "tests")
+            self._emit(out, s, c, gi, pc + 1, env[:ins.c] + (done,) + env[ins.c + 1:], m, findings)
         elif op is ARRIVE or op is EXPECT_TX or op is COMPLETE_TX or op is ARRIVE_DROP:
             self._barrier_op(s, c, gi, pc, env, m, ins, out)
         elif op is TMA_LOAD:

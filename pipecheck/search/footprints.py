@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
-from ..model.ir import (ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+from ..model.ir import (INIT, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
 from .por import NEVER, Op, Process, Shape, shape_of
 
@@ -37,6 +37,10 @@ class Footprints:
         self.ops_cache: dict[tuple, list[Op]] = {}
         self.coll_cache: dict[tuple, tuple] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
+        # the classes whose barrier inits the visibility record follows (model.State.vis)
+        self.initialisers = frozenset(c for c, code in enumerate(model.code) if any(i.op is INIT for i in code)) \
+            if model.uses_init else frozenset()
+        self.vis_reads = tuple((("vis", c), "r") for c in sorted(self.initialisers))
         self.written = [self._written(c) for c in range(len(model.classes))]
         self.tx_least = self._tx_least()
 
@@ -107,9 +111,8 @@ class Footprints:
     def _bar_use(self, gid: int) -> tuple:
         cta = gid // self.m.layout.nbar if self.m.layout.nbar else 0
         fp: tuple = ((("exited", cta), "r"),)
-        if self.m.uses_init:
-            fp += ((("vis",), "r"),)
-        return fp
+        # a barrier's use reads the visibility of the inits of every class that initialises barriers
+        return fp + self.vis_reads
 
     def _landing(self, buf: int, bar: int, cta: int, provider: tuple, nbytes: int | None) -> Op:
         lay = self.m.layout
@@ -280,6 +283,8 @@ class Footprints:
             spawns = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
                               ((("arr", g), d[2]),)) for g in d[1])
             return Op(fp, spawns=spawns)
+        if kind == "probe":  # reads the barrier's counts, never blocks
+            return Op(((("bar", d[1]), "r"),) + self._bar_use(d[1]))
         if kind == "read":
             buf = d[1]
             return Op(((("buf", buf), "r"), (("inflight", buf), "r"), (("mmaout", buf), "r")))
@@ -325,12 +330,14 @@ class Footprints:
             return Op(fp, needs=((key, 1),))
         if kind == "coll":
             # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
-            fp = ((("coll", d[1]), "c", d[2]),) + (((("vis",), "w"),) if self.m.uses_init else ())
+            # a sync publishes the arriving class's own fenced inits: only an initialiser's arrival touches them
+            fp = ((("coll", d[1]), "c", d[2]),) + (((("vis", d[4]), "w"),) if d[4] in self.initialisers else ())
             return Op(fp, ((("coll", d[1]), d[2]),))
         if kind == "init":
-            return Op(((("bar", d[1]), "w"), (("vis",), "w")))
-        if kind == "finit":
-            return Op(((("vis",), "w"),))
+            # an init replaces the barrier's visibility entry, whoever initialised it before
+            return Op(((("bar", d[1]), "w"),) + tuple((("vis", c), "w") for c in sorted(self.initialisers)))
+        if kind == "finit":  # publishes the class's own inits only
+            return Op(((("vis", d[1]), "w"),) if d[1] in self.initialisers else ())
         raise AssertionError(kind)
 
     @staticmethod
@@ -358,6 +365,10 @@ class Footprints:
                     procs.append(Process(key, key in enabled, [Op(())], False))
                     continue
                 descs, exhaustive = self.m.future(c, pc, env, m)
+                if c in self.initialisers and not any(v[1] == c and v[2] in (0, 1) for v in s.vis) \
+                        and not any(d[0] in ("init", "finit") for d in descs):
+                    # nothing of this class's left to publish: its syncs do not touch the visibility record
+                    descs = tuple(d[:4] + (-1,) if d[0] == "coll" else d for d in descs)
                 for d in descs:
                     if d[0] == "join":
                         max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
