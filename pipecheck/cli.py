@@ -79,6 +79,29 @@ def _params(args) -> tuple[tuple, tuple]:
     return values, ranges
 
 
+def _dims(value: str) -> tuple[int, int, int]:
+    try:
+        parts = [int(x) for x in value.replace("x", ",").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected N or X,Y,Z") from None
+    if not 1 <= len(parts) <= 3 or any(x <= 0 for x in parts):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected one to three positive numbers")
+    return tuple(parts + [1] * (3 - len(parts)))  # type: ignore[return-value]
+
+
+def _kernel_flags(p: argparse.ArgumentParser) -> None:
+    """Options of a compiled kernel (.ptx, .cu): which entry, and the launch the PTX does not state."""
+    p.add_argument("--entry", default=None, metavar="NAME", help="the kernel of a module with several")
+    p.add_argument("--block", type=_dims, default=None, metavar="X[,Y,Z]",
+                   help="threads per CTA (default: the entry's .reqntid/.maxntid)")
+    p.add_argument("--cluster", type=_dims, default=None, metavar="X[,Y,Z]",
+                   help="CTAs per cluster (default: .reqnctapercluster, else 1)")
+    p.add_argument("--grid", type=_dims, default=None, metavar="X[,Y,Z]",
+                   help="CTAs in the grid that the kernel sees in %%nctaid (default: one cluster)")
+    p.add_argument("--nvcc", dest="nvcc_flags", action="append", default=[], metavar="FLAG",
+                   help="an extra nvcc flag for a .cu file, e.g. --nvcc=-I/path/include (repeatable)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pipecheck", description="Model checker for TMA/mbarrier pipeline protocols.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -122,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
     v.add_argument("--depth", type=_positive_int, default=30, help="the bound of --engine bmc (transitions)")
     v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
+    _kernel_flags(v)
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
     e = sub.add_parser("explain", help="the protocol contract: per barrier, who initialises, arrives, completes tx, waits")
@@ -352,6 +376,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         reduce=not args.no_reduction, lockstep=args.lockstep, symmetry=not args.no_symmetry,
         counter=args.counter, compact=not args.no_compact,
         all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth, every=args.every,
+        entry=args.entry, block=args.block, cluster=args.cluster, grid=args.grid, nvcc_flags=tuple(args.nvcc_flags),
     )
     out = stdout
     if args.output:

@@ -125,13 +125,18 @@ class Hazards:
     def _race(self, s: State, c: int, site: int, buf: int, what: str, who: str | None) -> list[Finding]:
         name = self.layout.buf_names[buf]
         who = who or self.labels[c]
+        have = s.bufs[buf]
         for op in s.flight:
             if op[0] == buf:
                 kind = "TMA load" if op[3] >= 0 else "cp.async copy"
-                return [Finding("stale-read", f"{who} {what} {name} while the {kind} into it is still in flight: "
-                                "no wait orders the read after the copy lands", site, c,
-                                notes=((f"the {kind}", op[4]),))]
-        have = s.bufs[buf]
+                if have == EMPTY:
+                    return [Finding("stale-read", f"{who} {what} {name} while the {kind} into it is still in flight: "
+                                    "no wait orders the read after the copy lands", site, c,
+                                    notes=((f"the {kind}", op[4]),))]
+                # the buffer holds landed data and a copy is replacing it: the read races with that copy
+                return [Finding("overwrite", f"{who} {what} {name} while the {kind} of new data into it is in flight: "
+                                "the stage was released before its reads were done, or the reader did not wait for "
+                                "the new data", site, c, notes=((f"the {kind}", op[4]),))]
         if have == EMPTY:
             return [Finding("stale-read", f"{who} {what} {name}, which no copy or store has written yet", site, c)]
         if have == CLOBBERED:

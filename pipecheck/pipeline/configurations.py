@@ -28,6 +28,22 @@ class ElectSite:
     mask: int
     line: int
     file: str
+    where: str = ""  # PTX: the CUDA source of the elect.sync, `cluster_sm90.hpp:194 in sm90_..._pingpong.hpp:395`
+
+
+def elect_call(mask: int, esites: list[ElectSite]) -> str:
+    """How a report names the elections of one member mask: `elect() (line 36, 47)`, or for PTX the
+    source lines of the `elect.sync` instructions."""
+    mine = [s for s in esites if s.mask == mask]
+    if any(s.where for s in mine):
+        wheres = list(dict.fromkeys(s.where for s in mine if s.where))
+        more = f" and {len(wheres) - 3} more" if len(wheres) > 3 else ""
+        call = "elect.sync" if mask == 0xFFFFFFFF else f"elect.sync({mask:#x})"
+        return f"{call} ({', '.join(wheres[:3])}{more})"
+    lines = sorted({s.line for s in mine})
+    where = f" (line {', '.join(map(str, lines))})" if lines else ""
+    call = "elect()" if mask == 0xFFFFFFFF else f"elect({mask:#x})"
+    return f"{call}{where}"
 
 
 @dataclass
@@ -170,10 +186,7 @@ def describe(configs: list[Config], all_configs: list[Config], esites: list[Elec
         chosen = sorted({c.elected(m, False) for c in configs})
         every = sorted({c.elected(m, False) for c in all_configs})
         if chosen != every:
-            lines = sorted({s.line for s in esites if s.mask == m})
-            where = f" (line {', '.join(map(str, lines))})" if lines else ""
-            call = "elect()" if m == 0xFFFFFFFF else f"elect({m:#x})"
-            parts.append(f"{call}{where} elects {_lanes_text(chosen)}")
+            parts.append(f"{elect_call(m, esites)} elects {_lanes_text(chosen)}")
     names = sorted({n for c in all_configs for n, _ in c.choices})
     for n in names:
         chosen = sorted({c.choice(n) for c in configs})

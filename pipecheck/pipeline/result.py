@@ -40,6 +40,12 @@ class Options:
     counter: str = "classes"
     compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
     every: str | None = None  # --every K: one folded exploration for every value of this loop bound (every.py)
+    # PTX and CUDA kernels (pipeline/ptx.py): which entry, the launch the PTX does not state, nvcc's extra flags
+    entry: str | None = None
+    block: tuple[int, int, int] | None = None
+    cluster: tuple[int, int, int] | None = None
+    grid: tuple[int, int, int] | None = None
+    nvcc_flags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -90,6 +96,7 @@ class Result:
     static: list[Diagnostic] = field(default_factory=list)
     plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
     every: object = None  # every.Every: what a --every run said for all values of the bound
+    ptx: object = None  # pipeline.ptx.PtxInfo: for a PTX kernel, the parameters chosen and what was compiled
 
     @property
     def exit_code(self) -> int:

@@ -25,6 +25,7 @@ from ..symbolic import static, sweep
 from ..symbolic.terms import Point
 from .configurations import ElectSite, config_classes, elect_sites
 from .every import verify_every
+from .ptx import is_kernel_file, verify_ptx
 from .result import Issue, Options, Result, Run, spec_error
 
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
@@ -44,6 +45,8 @@ def verify_file(path: str, options: Options = Options(),
     """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong.
 
     `reuse`: the plan and sources of an earlier run with the same parameters (no re-parsing)."""
+    if is_kernel_file(path):  # a compiled kernel: the PTX front end
+        return verify_ptx(path, options, progress)
     if options.every is not None:
         return verify_every(path, options, progress, ordinary=verify_file)
     start = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.diagnostics import Span
+from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
 from .trace import Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
@@ -60,10 +61,7 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
 def config_text(result: Result, config: Config) -> str:
     parts = []
     for mask, lane in config.elect:
-        lines = sorted({s.line for s in result.esites if s.mask == mask})
-        call = "elect()" if mask == 0xFFFFFFFF else f"elect({mask:#x})"
-        where = f" (line {', '.join(map(str, lines))})" if lines else ""
-        parts.append(f"{call}{where} elects lane {lane}")
+        parts.append(f"{elect_call(mask, result.esites)} elects lane {lane}")
     for name, vals in config.choices:
         parts.append(f"{name} = {vals[0] if len(vals) == 1 else list(vals)}")
     return ", ".join(parts)

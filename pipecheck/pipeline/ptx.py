@@ -1,0 +1,193 @@
+"""The pipeline for a compiled kernel (`.ptx`, or `.cu` compiled with nvcc first): parameters, the
+configurations of elected lanes, one exploration per class of configurations that lower alike, and
+issues with their conditions, in the same `Result` the reports render for a `.pipe` spec.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..core.diagnostics import Span, SpecError, error
+from ..model.findings import Finding
+from ..model.ir import ARRIVE, EXPECT_TX, EvalError
+from ..model.system import Model
+from ..model.threads import Config, lowest_lane, split_classes
+from ..ptx.defaults import Choice, choose_defaults
+from ..ptx.frontend import (LaunchOptions, PtxProgram, classes_for, configurations, find_regions, kernel_of,
+                            parse_entry, program_at)
+from ..ptx.nvcc import compile_cuda
+from ..search.explore import Found, Limits, explore
+from ..search.footprints import Footprints
+from ..search.por import Reduced
+from ..search.symmetry import Symmetric
+from ..search.visited import Interner
+from .configurations import ConfigClass, ElectSite, describe
+from .result import Issue, Options, Result, Run, spec_error
+
+PTX_SUFFIXES = (".ptx", ".cu", ".cuh")
+ORDER = ["hang", "arrive-fault", "tx-range", "stale-read", "overwrite", "double-arrive", "phase-alias", "store-reuse",
+         "missing-proxy-fence", "exit-inflight", "uninit-barrier"]
+
+
+@dataclass
+class PtxInfo:
+    """What a PTX run adds to its result: the entry, the launch, the parameters and why each has its value."""
+
+    entry: str
+    ptx: str  # the PTX file read (a temporary one for a .cu)
+    command: str  # the nvcc command, for a .cu
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    choices: list[Choice]
+    overrides: dict[str, int]
+
+
+def is_kernel_file(path: str) -> bool:
+    return path.endswith(PTX_SUFFIXES)
+
+
+def call_chain(site, depth: int = 3) -> str:
+    """`barrier.h:588 in sm90_pipeline.hpp:383 in sm90_mma_tma_gmma_ss_warpspecialized.hpp:351 ... in
+    sm90_gemm_tma_warpspecialized_pingpong.hpp:613`: the source line and the inlined-at chain nvcc recorded."""
+    frames = [site.span] + list(site.via)
+    shown = frames[:depth] + (frames[-1:] if len(frames) > depth else [])
+    words = [f"{f.file.rsplit('/', 1)[-1]}:{f.line}" for f in shown]
+    if len(frames) > depth + 1:
+        words[-1] = "... " + words[-1]
+    return " in ".join(words)
+
+
+def _elect_sites(prog: PtxProgram) -> list[ElectSite]:
+    out = []
+    for i in prog.plan.elect_sites:
+        site = prog.sites[prog.site_index[i]]
+        d = prog.ev.decoded[i]
+        m = prog.ev.value(i, dict(d.roles)["mask"])
+        where = f"{site.span.file.rsplit('/', 1)[-1]}:{site.span.line}"
+        if site.via:
+            outer = site.via[-1]
+            where += f" in {outer.file.rsplit('/', 1)[-1]}:{outer.line}"
+        out.append(ElectSite(int(m) & 0xFFFFFFFF, site.span.line, site.span.file, where))
+    return out
+
+
+def verify_ptx(path: str, options: Options, progress: Callable | None = None) -> Result:
+    start = time.perf_counter()
+    if options.all_params or options.every is not None or options.engine != "explicit":
+        raise error("usage", "--all-params, --every and --engine bmc work on .pipe specs; a PTX kernel is checked at "
+                    "its parameter values (set them with -D param_<offset>=N)", None)
+    sources: dict[str, str] = {}
+    ptx_path, command = path, ""
+    if not path.endswith(".ptx"):
+        ptx_path, command = compile_cuda(path, options.nvcc_flags)
+    lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
+    pz = parse_entry(ptx_path, lo, sources)
+    choices = choose_defaults(pz)
+    defaults = {c.offset: (c.value, c.nbytes) for c in choices}
+    values = dict(defaults)
+    overrides: dict[str, int] = {}
+    for name, v in options.overrides:
+        if not name.startswith("param_"):
+            raise error("usage", f"-D {name}: a PTX kernel's parameters are named param_<byte offset> (the report "
+                        "lists the ones its protocol reads)", None)
+        try:
+            off = int(name[len("param_"):])
+        except ValueError:
+            raise error("usage", f"-D {name}: expected param_<byte offset>, e.g. param_12", None) from None
+        values[off] = (v, values.get(off, (0, 4))[1])
+        overrides[name] = v
+    prog = program_at(pz, values, defaults)
+    configs = configurations(prog, options.elect)
+    prog.regions = find_regions(prog, configs)
+    kernel = kernel_of(prog)
+    esites = _elect_sites(prog)
+    groups: dict[tuple, ConfigClass] = {}
+    for cfg in configs:
+        classes = classes_for(prog, cfg, options.lockstep)
+        key = tuple(cl.shape_key() for cl in classes)
+        if key in groups:
+            groups[key].members.append(cfg)
+        else:
+            groups[key] = ConfigClass(cfg, [cfg], classes)
+    cclasses = list(groups.values())
+    runs: list[Run] = []
+    stopped = None
+    for cc in cclasses:
+        limits = options.limits
+        if limits.timeout is not None:
+            left = limits.timeout - (time.perf_counter() - start)
+            if left <= 0:
+                stopped = "timeout"
+                break
+            limits = replace(limits, timeout=left)
+        classes = cc.classes if options.counter == "classes" else split_classes(kernel, cc.classes, options.counter)
+        try:
+            model = Model(kernel, classes, prog.sites, options.lockstep)
+            base = model
+            if options.symmetry:
+                sym = Symmetric(model)
+                base = sym if sym.active else model
+            system = Reduced(base, Footprints(model)) if options.reduce else base
+            exp = explore(system, limits, progress, Interner() if options.compact else None)
+        except EvalError as exc:
+            raise spec_error(exc, prog.sites) from None
+        runs.append(Run(cc, model, exp, (), base))
+        if exp.stopped and exp.stopped != "first-finding":
+            stopped = exp.stopped
+            break
+    issues = _collect(runs, configs, esites)
+    if issues:
+        verdict = "findings"
+    elif stopped or len(runs) < len(cclasses):
+        verdict = "inconclusive"
+    else:
+        verdict = "verified"
+    info = PtxInfo(prog.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides)
+    res = Result(path, kernel, options, verdict, issues, runs, prog.sites, sources, esites,  # type: ignore[arg-type]
+                 time.perf_counter() - start, stopped, [], None)
+    res.ptx = info
+    return res
+
+
+def _arrival_sites(run: Run) -> set[int]:
+    return {ins.site for cl in run.model.classes for ins in cl.program.instrs if ins.op in (ARRIVE, EXPECT_TX)}
+
+
+def _with_skipped_arrivals(finding: Finding, run: Run, runs: list[Run], failing: set[int], condition: str) -> Finding:
+    """A hang that only some elected lanes show: the arrivals the passing configurations run and the
+    failing one never does (#3722: the `arrive.expect_tx` of a thread the election left out)."""
+    mine = _arrival_sites(run)
+    others: set[int] = set()
+    for r in runs:
+        if id(r) not in failing:
+            others |= _arrival_sites(r)
+    notes = tuple((f"no thread runs this arrival ({call_chain(run.model.sites[site])}) when {condition}", site)
+                  for site in sorted(others - mine))
+    return replace(finding, notes=finding.notes + notes) if notes else finding
+
+
+def _collect(runs: list[Run], configs: list[Config], esites: list[ElectSite]) -> list[Issue]:
+    masks = sorted({m for cfg in configs for m, _ in cfg.elect})
+    by_key: dict[tuple, list[tuple[Run, Found]]] = {}
+    for run in runs:
+        for found in run.exploration.found:
+            by_key.setdefault(found.finding.key, []).append((run, found))
+    issues = []
+    for hits in by_key.values():
+        run, found = min(hits, key=lambda h: (len(h[1].path), runs.index(h[0])))
+        members = [cfg for r, _ in hits for cfg in r.cclass.members]
+        condition = describe(members, configs, esites)
+        on_hw = None
+        if masks:
+            on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in members)
+        finding = found.finding
+        if finding.code == "hang" and len(members) < len(configs):
+            finding = _with_skipped_arrivals(finding, run, runs, {id(r) for r, _ in hits}, condition)
+        issues.append(Issue(finding, found, run, members, condition, on_hw))
+    order = {c: i for i, c in enumerate(ORDER)}
+    issues.sort(key=lambda i: (order.get(i.code, 99), len(i.witness.path), i.finding.site, i.finding.message))
+    return issues
+
+
+__all__ = ["PtxInfo", "is_kernel_file", "verify_ptx", "SpecError", "Span"]

@@ -1,0 +1,225 @@
+"""Default values for the kernel parameters a PTX protocol depends on, chosen so that every loop is
+exercised: a k-loop runs at least 2 x stages + 1 times per tile (every stage is reused, the ring wraps
+twice), a tile loop runs at least twice; byte counts of expect_tx are 32 KiB, pointers are null.
+
+The search only runs the kernel's own arithmetic: each candidate value is evaluated, the lowest-lane
+configuration's classes are lowered, and their programs are run once with every wait passing to count
+how often each wait executes and on how many barriers (a ring's stages). Every choice is reported with
+the reason, and `-D param_<offset>=N` overrides it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.diagnostics import SpecError
+from ..model.ir import BRANCH, END, JUMP, LET, PROBE, WAIT, RConst, compile_expr
+from . import syntax as X
+from .decode import LOAD_K, PROTO_K, STORE_K
+from .frontend import Parsed, class_codes, configurations, evaluate_at, program_at
+
+TX_DEFAULT = 32768
+MAX_STEPS = 200_000
+LADDER_TOP = 1 << 16
+
+
+@dataclass(frozen=True)
+class Choice:
+    offset: int
+    value: int
+    nbytes: int
+    why: str
+
+
+def _derived(ev, start_reg: str) -> set[str]:
+    """Registers computed from a register by moves and address arithmetic (a parameter's uses)."""
+    out = {start_reg}
+    ops = ev.body.ops
+    grew = True
+    while grew:
+        grew = False
+        for i, op in enumerate(ops):
+            d = ev.decoded[i]
+            if op.base not in ("mov", "add", "sub", "cvta", "mad", "mul", "cvt", "shl", "and", "or"):
+                continue
+            if any(isinstance(o, X.Reg) and o.name in out for o in op.operands[1:]):
+                for r, _ in d.dests:
+                    if r not in out:
+                        out.add(r)
+                        grew = True
+    return out
+
+
+def _uses(ev, regs: set[str]) -> tuple[bool, bool]:
+    """(used as a memory address, used as a tx byte count)."""
+    addr = tx = False
+    for i, d in enumerate(ev.decoded):
+        if d.kind in (LOAD_K, STORE_K) and d.space in ("global", "generic", "const", "local"):
+            for _, o in d.roles:
+                if _mentions(o, regs):
+                    addr = True
+        if d.kind == PROTO_K and d.what in ("arrive", "expect_tx", "complete_tx"):
+            for k, o in d.roles:
+                if k == "tx" and _mentions(o, regs):
+                    tx = True
+    return addr, tx
+
+
+def _mentions(o, regs: set[str]) -> bool:
+    if isinstance(o, X.Reg):
+        return o.name in regs
+    if isinstance(o, X.BinOp):
+        return _mentions(o.a, regs) or _mentions(o.b, regs)
+    if isinstance(o, X.Addr):
+        return any(_mentions(q, regs) for q in o.parts)
+    return False
+
+
+def _counts(pz: Parsed, values: dict) -> dict[int, tuple[int, int]] | None:
+    """Per wait site: (executions, distinct barriers) over the lowest-lane configuration's classes; None when
+    the values make the kernel invalid (a refused value, a loop that runs too long)."""
+    try:
+        prog = program_at(pz, values, values)
+        cfg = configurations(prog, "lowest")[0]
+        codes = class_codes(prog, cfg)
+    except SpecError:
+        return None
+    out: dict[int, list] = {}
+    flat = {v: k for k, v in prog.site_index.items()}  # ir site -> PTX instruction: stable across evaluations
+    for cta, wg, members, code in codes:
+        env = [0] * max(1, len(code.slot_names))
+        fns: dict = {}
+
+        def ev(e):
+            if isinstance(e, RConst):
+                return e.value
+            f = fns.get(e)
+            if f is None:
+                f = fns[e] = compile_expr(e)
+            return f(tuple(env))
+        pc, steps = 0, 0
+        instrs = code.instrs
+        try:
+            while instrs[pc].op != END:
+                steps += 1
+                if steps > MAX_STEPS:
+                    return None
+                ins = instrs[pc]
+                if ins.op == LET:
+                    env[ins.args[0]] = ev(ins.args[1])
+                elif ins.op == JUMP:
+                    pc = ins.target
+                    continue
+                elif ins.op == BRANCH:
+                    pc = pc + 1 if ev(ins.args[0]) else ins.target
+                    continue
+                elif ins.op == PROBE:
+                    env[ins.args[2]] = 1
+                elif ins.op == WAIT:
+                    hit = out.setdefault(flat.get(ins.site, -1), [0, set()])
+                    hit[0] += 1
+                    hit[1].add(ev(ins.args[0].addr))
+                pc += 1
+        except (ArithmeticError, IndexError):
+            return None
+    return {k: (v[0], len(v[1])) for k, v in out.items()}
+
+
+def choose_defaults(pz: Parsed) -> list[Choice]:
+    ev = evaluate_at(pz, {})
+    reads: dict[int, tuple[int, bool, int]] = {}  # offset -> (width, float, op)
+    values: dict[int, tuple[int, int]] = {}
+    choices: dict[int, Choice] = {}
+    for _ in range(3):  # reads behind other parameters appear once those are set
+        new = False
+        for r in ev.param_reads:
+            if r.offset not in reads:
+                reads[r.offset] = (r.width, r.is_float, r.op)
+                new = True
+        for off, (w, is_float, op) in sorted(reads.items()):
+            if off in choices:
+                continue
+            nb = max(1, w // 8)
+            dest = ev.decoded[op].dests[0][0] if ev.decoded[op].dests else None
+            addr, tx = _uses(ev, _derived(ev, dest)) if dest else (False, False)
+            if is_float:
+                choices[off] = Choice(off, 0, nb, "a floating-point value (0)")
+            elif tx:
+                choices[off] = Choice(off, TX_DEFAULT, nb, f"an expect_tx byte count ({TX_DEFAULT})")
+            elif addr:
+                choices[off] = Choice(off, 0, nb, "a pointer (null)")
+            else:
+                choices[off] = Choice(off, 1, nb, "")
+            values[off] = (choices[off].value, nb)
+        if not new:
+            break
+        ev = evaluate_at(pz, values)
+    base = _counts(pz, values) or {}
+    # only the parameters the protocol slice reads can steer it
+    # (at two points: a loop that runs once at 1 is straight-line code there)
+    relevant: set[int] = set()
+    for probe in (1, 257):
+        trial = {o: ((probe, v[1]) if choices[o].why == "" else v) for o, v in values.items()}
+        prog = program_at(pz, trial, trial)
+        relevant |= {r.offset for r in prog.ev.param_reads if r.op in prog.sl.ops}
+    for off, c in list(choices.items()):
+        if c.why == "" and off not in relevant:
+            choices[off] = Choice(off, 1, c.nbytes, "steers no loop (1)")
+    ints = [off for off, c in sorted(choices.items()) if c.why == ""]
+    k_like, tile_like = [], []
+    for off in ints:
+        c2 = None
+        for probe in (2, 257):  # a count of k-tiles grows with K / tile size: 257 passes a 128 tile
+            trial = dict(values)
+            trial[off] = (probe, values[off][1])
+            c2 = _counts(pz, trial)
+            if c2 is not None and c2 != base:
+                break
+        if c2 is None or c2 == base:
+            choices[off] = Choice(off, 1, values[off][1], "steers no loop (1)")
+            continue
+        grown = {s for s in set(c2) | set(base) if c2.get(s, (0, 0))[0] > base.get(s, (0, 0))[0]}
+        rings = {s for s in grown if max(c2.get(s, (0, 0))[1], base.get(s, (0, 0))[1]) > 2}
+        (k_like if grown and grown == rings else tile_like).append(off)
+    for off in k_like:  # the k-loop: the ring wraps twice on every stage ring it drives
+        def enough(v: int) -> tuple[bool, int]:
+            trial = dict(values)
+            trial[off] = (v, values[off][1])
+            c = _counts(pz, trial)
+            if c is None:
+                return False, 0
+            rings = [(n, sz) for n, sz in c.values() if sz > 2]
+            return bool(rings) and all(n >= 2 * sz + 1 for n, sz in rings), max((sz for _, sz in rings), default=0)
+        # a trip count grows as ceil(v / t): two points give t, and the first value with 2 x stages + 1 trips
+        c1, c2 = base, _counts(pz, {**values, off: (257, values[off][1])}) or {}
+        n1 = max((n for n, sz in c1.values()), default=0)
+        n2 = max((n for n, sz in c2.values()), default=0)
+        sz = max((z for _, z in c2.values()), default=0)
+        guess = 2
+        if n2 > n1 and sz > 2:
+            t = max(1, round(256 / (n2 - n1)))
+            guess = t * (2 * sz) + 1
+        ok, stages = enough(guess)
+        lo, hi = (guess - 1, guess) if ok else (guess, guess * 2)
+        if ok and guess > 1:
+            below, _ = enough(guess - 1)
+            if below:
+                lo, hi = 1, guess
+        else:
+            ok, stages = enough(hi)
+        while not ok and hi < LADDER_TOP:
+            lo, hi = hi, hi * 2
+            ok, stages = enough(hi)
+        while ok and hi - lo > 1:
+            mid = (lo + hi) // 2
+            good, st = enough(mid)
+            if good:
+                hi, stages = mid, st
+            else:
+                lo = mid
+        values[off] = (hi, values[off][1])
+        choices[off] = Choice(off, hi, values[off][1], f"drives a k-loop: the smallest value that runs it 2 x {stages} "
+                                                       f"+ 1 = {2 * stages + 1} times on the {stages}-stage ring")
+    for off in tile_like:
+        values[off] = (2, values[off][1])
+        choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles")
+    return [choices[o] for o in sorted(choices)]

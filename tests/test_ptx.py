@@ -1,0 +1,116 @@
+"""The PTX front end from the command line: compiling a .cu, the CUTLASS #3722 report, bad input."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli
+
+PTX = ROOT / "tests" / "data" / "ptx"
+SMALL = ["-D", "param_12=64", "-D", "param_1656=1"]
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+def _cutlass_include() -> Path | None:
+    try:
+        import cutlass_library
+    except ImportError:
+        return None
+    inc = Path(cutlass_library.__file__).parent / "source" / "include"
+    return inc if inc.is_dir() else None
+
+
+def test_pingpong_report_names_the_elect_and_the_lanes():
+    code, out, err = cli("verify", str(PTX / "cutlass_sm90_pingpong.ptx"), *SMALL)
+    assert code == 1, err
+    assert "[hang]" in out
+    assert "only when elect.sync (cluster_sm90.hpp:194 in device_kernel.h:123) elects a lane in 1..31" in out
+    assert "the H200 elects the lowest lane of the mask, so this is latent on current hardware" in out
+    # the step that skips the arrival is located in CUTLASS's own pipeline header
+    assert "sm90_pipeline.hpp" in out
+
+
+def test_report_states_parameters_and_their_defaults():
+    data = json.loads(cli("verify", str(PTX / "mini_ok.ptx"), "--format", "json")[1])
+    assert data["verdict"] == "verified"
+    assert data["params"] == {"param_0": 2}
+    data = json.loads(cli("verify", str(PTX / "mini_ok.ptx"), "-D", "param_0=5", "--format", "json")[1])
+    assert data["params"] == {"param_0": 5} and data["verdict"] == "verified"
+
+
+@needs_nvcc
+def test_a_cuda_file_is_compiled_first(tmp_path):
+    src = tmp_path / "mini.cu"
+    shutil.copy(PTX / "src" / "mini.cu", src)
+    code, out, err = cli("verify", str(src), "--nvcc=-DCOUNT=64")
+    assert code == 0, out + err
+    code, out, err = cli("verify", str(src), "--nvcc=-DCOUNT=65")
+    assert code == 1 and "[hang]" in out and "mini.cu:" in out
+    code, out, err = cli("verify", str(src))  # COUNT undefined: nvcc's error, located
+    assert code == 2 and "nvcc failed" in err
+
+
+@needs_nvcc
+@pytest.mark.skipif(_cutlass_include() is None, reason="nvidia-cutlass (cutlass_library) is not installed")
+def test_cutlass_pingpong_compiled_here_shows_3722():
+    """The whole path on this machine: CUTLASS 4.2's pingpong GEMM compiled by nvcc, then checked."""
+    src = PTX / "src" / "cutlass_sm90_pingpong.cu"
+    code, out, err = cli("verify", str(src), f"--nvcc=-I{_cutlass_include()}", "--nvcc=-DNDEBUG", *SMALL,
+                         "--format", "json")
+    assert code == 1, err
+    data = json.loads(out)
+    assert [f["code"] for f in data["findings"]] == ["hang"]
+    assert "elects a lane in 1..31" in data["findings"][0]["condition"]
+
+
+def _write(tmp_path: Path, text: str, name: str = "k.ptx") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+HEAD = ".version 9.0\n.target sm_90a\n.address_size 64\n"
+
+
+def test_malformed_ptx_is_located(tmp_path):
+    p = _write(tmp_path, HEAD + ".visible .entry k()\n{\n\t.reg .b32 %r<4>;\n\tmov.u32 %r1, %tid.x\n\tadd.u32 %r2, %r1, 1;\n\tret;\n}\n")
+    code, out, err = cli("verify", str(p))
+    assert code == 2 and out == ""
+    assert f"{p}:8:2: error: PTX: unexpected 'add.u32'; expected ';' [syntax]" in err
+    assert "Traceback" not in err
+
+
+def test_a_kernel_without_barriers_says_so(tmp_path):
+    p = _write(tmp_path, HEAD + ".visible .entry k()\n{\n\t.reg .b32 %r<4>;\n\tmov.u32 %r1, %tid.x;\n\tret;\n}\n")
+    code, out, err = cli("verify", str(p))
+    assert code == 2
+    assert "the kernel has no mbarrier, named-barrier or TMA instruction: there is no protocol to check" in err
+
+
+def test_an_unmodelled_instruction_on_shared_memory_is_refused_by_name(tmp_path):
+    text = (PTX / "mini_ok.ptx").read_text()
+    bad = text.replace("mbarrier.arrive.shared::cta.b64 _, [%r19];", "atom.shared.add.u32 %r2, [%r19], 1;", 1)
+    assert bad != text
+    code, out, err = cli("verify", str(_write(tmp_path, bad)))
+    assert code == 2
+    assert "`atom.shared.add.u32` is an atomic on shared memory" in err and ":68:3:" in err
+
+
+def test_several_kernels_need_entry(tmp_path):
+    text = (PTX / "mini_ok.ptx").read_text()
+    body = text[text.index(".visible .entry"):text.index(".file")]
+    two = text.replace(body, body + body.replace("_Z4miniiPi", "_Z5otheriPi"))
+    p = _write(tmp_path, two)
+    code, out, err = cli("verify", str(p))
+    assert code == 2 and "--entry" in err
+    code, out, err = cli("verify", str(p), "--entry", "_Z5otheriPi")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("flags,says", [(["--all-params"], "--all-params"), (["-D", "K=3"], "param_<byte offset>")])
+def test_pipe_only_options_are_refused(flags, says):
+    code, out, err = cli("verify", str(PTX / "mini_ok.ptx"), *flags)
+    assert code == 2 and says in err
