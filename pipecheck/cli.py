@@ -5,6 +5,7 @@ Exit codes: 0 verified, 1 findings, 2 spec or usage error, 3 inconclusive (a lim
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Sequence, TextIO
@@ -304,6 +305,14 @@ def _check(args, stdout: TextIO, stderr: TextIO) -> int:
             stdout.write(f"{spec}: {len(result.static)} static finding(s) ({codes})\n")
             worst = max(worst, EXIT_FINDINGS)
             continue
+        ptx = getattr(result, "ptx", None)
+        if ptx is not None:  # a compiled kernel: its launch, barriers and parameter values
+            nbar = sum(math.prod(b.dims) for b in kernel.barriers)
+            params = ", ".join(f"{p.name}={p.value}" for p in kernel.params)
+            stdout.write(f"{spec}: ok: kernel {kernel.name}, {kernel.arch}, block {'x'.join(map(str, ptx.block))}, "
+                         f"cluster {'x'.join(map(str, ptx.cluster))}, {nbar} barriers, {len(result.esites)} elect.sync"
+                         f"{', ' + params if params else ''}\n")
+            continue
         roles = ", ".join(f"{r.name}[{r.instances}]x{r.threads}" if r.instances > 1 else f"{r.name}x{r.threads}"
                           for r in kernel.roles)
         stdout.write(f"{spec}: ok: kernel {kernel.name}, {kernel.arch}, roles {roles}\n")
@@ -319,9 +328,21 @@ def _sources_of(spec: str) -> dict[str, str]:
     return sources
 
 
+def _pipe_only(args, stderr: TextIO) -> bool:
+    """`explain`, `graph` and `timeline` read .pipe specs; a kernel file gets a usage error, not a parse error."""
+    from .pipeline.ptx import is_kernel_file
+    if is_kernel_file(args.spec):
+        stderr.write(f"pipecheck: error: `pipecheck {args.command}` reads .pipe specs; for a compiled kernel use "
+                     f"`pipecheck verify {args.spec}` (docs/ptx.md)\n")
+        return True
+    return False
+
+
 def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
     """The contract table; exit 1 when a stage barrier lacks one producer and one consumer role."""
     from .report.explain import explain_file, render_explain, to_dict
+    if _pipe_only(args, stderr):
+        return EXIT_ERROR
     try:
         e = explain_file(args.spec, dict(_params(args)[0]), args.elect)
     except SpecError as exc:
@@ -338,6 +359,8 @@ def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
 
 def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
     from .report.explain import explain_file, render_graph
+    if _pipe_only(args, stderr):
+        return EXIT_ERROR
     try:
         e = explain_file(args.spec, dict(_params(args)[0]), args.elect)
     except SpecError as exc:
@@ -350,6 +373,8 @@ def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
 def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
     """Exit 0 when loads overlap compute, 1 on a no-overlap warning, 3 when the search stopped before showing either."""
     from .report.timeline import render_timeline, timeline_file, to_dict
+    if _pipe_only(args, stderr):
+        return EXIT_ERROR
     if args.load_latency < 1 or args.mma_latency < 1:
         stderr.write("pipecheck: error: latencies are at least 1 round\n")
         return EXIT_ERROR

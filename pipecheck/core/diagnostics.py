@@ -64,6 +64,7 @@ FINDINGS: dict[str, str] = {
     "store-reuse": "SMEM is written while a TMA store that reads it has not drained",
     "missing-proxy-fence": "SMEM written by ordinary stores reaches a TMA store without fence.proxy.async",
     "exit-inflight": "a CTA exits with async copies in flight, undrained bulk groups, or peers still able to arrive on its barriers",
+    "trap": "a thread reaches `trap`, `brkpt` or a failed device-side assert: the kernel stops with an error",
     "uninit-barrier": "a barrier is used before its init is visible, or re-initialised while live",
     "expect-tx-mismatch": "the bytes expected on a barrier phase differ from the bytes delivered to it",
     "smem-budget": "stage buffers plus barriers exceed the per-block SMEM of the target arch",

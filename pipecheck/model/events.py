@@ -52,6 +52,25 @@ class AsyncEvents:
             t = t._replace(bufs=self.hazards.retag(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
         return ("m", u), t, findings
 
+    @staticmethod
+    def store_ready(s: State, i: int) -> bool:
+        """Whether store i may take its next step now: a class's bulk stores finish each stage (reading
+        SMEM, then writing) in the order they were committed (group, then place in the group).
+
+        This keeps every finding: a thread observes a store's progress only through `wait_group` (or
+        `.read`), which waits for every group older than its N most recent (PTX 9.7.9.27.2), so a
+        younger store finishing first enables no wait sooner; holding it back keeps its buffer read
+        (or its write pending) longer, which only adds hazards, and each such schedule is one the
+        hardware may take. What it saves is the orders of completions nobody can tell apart."""
+        c, seq, buf, tag, stage, site = s.stores[i]
+        key = (seq, buf, tag, site)
+        for j, (c2, seq2, buf2, tag2, stage2, site2) in enumerate(s.stores):
+            if j != i and c2 == c and stage2 <= stage:
+                k2 = (seq2, buf2, tag2, site2)
+                if k2 < key or (k2 == key and j < i):
+                    return False
+        return True
+
     def store_step(self, s: State, i: int) -> tuple[Action, State, tuple[Finding, ...]]:
         c, seq, buf, tag, stage, site = s.stores[i]
         rest = s.stores[:i] + s.stores[i + 1:]

@@ -219,6 +219,8 @@ TMA_STORE, COMMIT_GROUP, WAIT_GROUP, FENCE_PROXY = "tma_store", "commit_group", 
 INIT, INVAL, FENCE_INIT, EXIT, CP_ASYNC_ARRIVE = "init", "inval", "fence_init", "exit", "cp_async_arrive"
 CP_ASYNC = "cp_async"
 PROBE = "probe"  # mbarrier.try_wait/test_wait as a test: a register gets whether the phase completed
+TRAP = "trap"  # PTX `trap`, `brkpt`, a failed device assert: the kernel stops with an error
+PTX_ONLY_OPS = frozenset({PROBE, TRAP})  # what only the PTX front end emits (the .pipe language has no spelling)
 
 # Operations whose effect another thread can observe (beyond reading shared state).
 SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, MMA_COMMIT, BAR_ARRIVE,

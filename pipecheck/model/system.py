@@ -17,7 +17,7 @@ from .compiled import CInstr, compile_program
 from .events import AsyncEvents
 from .findings import Finding
 from .hazards import Hazards
-from .ir import (PROBE, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
+from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, Site)
@@ -261,6 +261,10 @@ class Model:
                     ops.append(("init", ins.a(env, cta), c))
                 elif op is FENCE_INIT:
                     ops.append(("finit", c))
+                elif op is TRAP:  # the thread (and the kernel) ends here
+                    ops.append(("trap", c))
+                    exhaustive = True
+                    break
                 elif op is PROBE:  # what follows depends on the barrier's state: the future ends here
                     ops.append(("probe", ins.a(env, cta)))
                     break
@@ -327,11 +331,9 @@ class Model:
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
                 out.append(self.events.mma_done(s, u))
-        prev = None
-        for i, st in enumerate(s.stores):
-            if st != prev:
+        for i in range(len(s.stores)):
+            if self.events.store_ready(s, i):
                 out.append(self.events.store_step(s, i))
-            prev = st
         for i, k in enumerate(s.commits):
             if self.events.commit_ready(s, k):
                 out.append(self.events.commit_fire(s, i))
@@ -472,6 +474,11 @@ class Model:
                 if off:
                     findings.append(self.hazards.phase_alias(s, c, ins, env, gid, off, passing=True))
             self._emit(out, s, c, gi, pc + 1, env, m, findings)
+        elif op is TRAP:  # the kernel stops with an error: nothing after it runs (the search goes no further)
+            what = self.sites[ins.site].text if 0 <= ins.site < len(self.sites) else "a trap"
+            finding = Finding("trap", f"{self.hazards.labels[c]} reaches {what}: the kernel stops with an error",
+                              ins.site, c)
+            self._emit(out, s, c, gi, len(self.code[c]) - 1, env, m, [finding])
         elif op is PROBE:  # try_wait / test_wait as a test: the register holds whether the phase has completed
             gid = ins.a(env, cta)
             b = s.bars[gid]

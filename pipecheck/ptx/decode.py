@@ -74,6 +74,8 @@ def decode(op: Op, regs: dict[str, str]) -> Decoded:
         return Decoded(BRANCH_K)
     if base in ("exit", "ret"):
         return Decoded(EXIT_K)
+    if base in ("trap", "brkpt"):  # `trap.assert`: a call to __assertfail (flatten)
+        return Decoded(PROTO_K, what="trap")
     if name.startswith("nop.") or base in IGNORED:
         return Decoded(IGNORE_K)
     if base == "mbarrier":
@@ -269,16 +271,20 @@ def prepare(body: Body) -> Body:
     for i, op in enumerate(ops):
         if op.base != "mbarrier" or "try_wait" not in op.mods or op.guard is not None or len(op.operands) < 3:
             continue
-        for j in range(i + 1, min(i + 8, len(ops))):
+        # (a debug build puts CUTLASS's role check, `@p bra; brkpt`, between the probe and its branch)
+        tainted = {_reg(op.operands[0])}  # the probe's result and what is computed from it
+        for j in range(i + 1, min(i + 12, len(ops))):
             br = ops[j]
-            if br.base == "bra" and br.guard is not None:
+            if br.base != "bra" and br.operands and any(_reg(o) in tainted for o in br.operands[1:]):
+                tainted.add(_reg(br.operands[0]))
+            if br.base == "bra" and br.guard in tainted and br.target > j:
                 tgt = br.target
-                waits = [k for k in range(j + 1, tgt) if tgt > j and ops[k].opcode.startswith("pipecheck.wait")
+                waits = [k for k in range(j + 1, tgt) if ops[k].opcode.startswith("pipecheck.wait")
                          and ops[k].operands[1:3] == op.operands[1:3]]
-                if waits and tgt > j:
+                if waits:
                     ops[i] = Op("mov.pred", (op.operands[0], X.Imm(0)), None, False, op.line, op.col, op.loc, -1,
                                 op.call_depth)
-                break
+                    break
     return Body(ops, body.regs, body.file)
 
 

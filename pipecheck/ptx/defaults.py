@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.diagnostics import SpecError
-from ..model.ir import BRANCH, END, JUMP, LET, PROBE, WAIT, RConst, compile_expr
+from ..model.ir import WAIT
 from . import syntax as X
 from .decode import LOAD_K, PROTO_K, STORE_K
-from .frontend import Parsed, class_codes, configurations, evaluate_at, program_at
+from .frontend import Parsed, WalkTooLong, class_codes, concrete_walk, configurations, evaluate_at, program_at
 
 TX_DEFAULT = 32768
 MAX_STEPS = 200_000
@@ -86,40 +86,13 @@ def _counts(pz: Parsed, values: dict) -> dict[int, tuple[int, int]] | None:
     out: dict[int, list] = {}
     flat = {v: k for k, v in prog.site_index.items()}  # ir site -> PTX instruction: stable across evaluations
     for cta, wg, members, code in codes:
-        env = [0] * max(1, len(code.slot_names))
-        fns: dict = {}
-
-        def ev(e):
-            if isinstance(e, RConst):
-                return e.value
-            f = fns.get(e)
-            if f is None:
-                f = fns[e] = compile_expr(e)
-            return f(tuple(env))
-        pc, steps = 0, 0
-        instrs = code.instrs
         try:
-            while instrs[pc].op != END:
-                steps += 1
-                if steps > MAX_STEPS:
-                    return None
-                ins = instrs[pc]
-                if ins.op == LET:
-                    env[ins.args[0]] = ev(ins.args[1])
-                elif ins.op == JUMP:
-                    pc = ins.target
-                    continue
-                elif ins.op == BRANCH:
-                    pc = pc + 1 if ev(ins.args[0]) else ins.target
-                    continue
-                elif ins.op == PROBE:
-                    env[ins.args[2]] = 1
-                elif ins.op == WAIT:
+            for ins, ev in concrete_walk(code, MAX_STEPS):
+                if ins.op == WAIT:
                     hit = out.setdefault(flat.get(ins.site, -1), [0, set()])
                     hit[0] += 1
                     hit[1].add(ev(ins.args[0].addr))
-                pc += 1
-        except (ArithmeticError, IndexError):
+        except (ArithmeticError, IndexError, WalkTooLong):
             return None
     return {k: (v[0], len(v[1])) for k, v in out.items()}
 

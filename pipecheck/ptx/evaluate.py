@@ -374,21 +374,7 @@ class _Eval:
     def run(self) -> Evaluation:
         ops = self.body.ops
         n = len(ops)
-        leaders = {0}
-        for i, op in enumerate(ops):
-            if op.base in ("bra", "brx"):
-                leaders.add(op.target)
-                leaders.add(i + 1)
-            elif self.decoded[i].kind == EXIT_K:
-                leaders.add(i + 1)
-        starts = sorted(x for x in leaders if x < n)
-        block_of = [0] * n
-        ends: dict[int, int] = {}
-        for k, s in enumerate(starts):
-            e = starts[k + 1] if k + 1 < len(starts) else n
-            ends[s] = e
-            for j in range(s, e):
-                block_of[j] = s
+        starts, ends, block_of = basic_blocks(ops, self.decoded)
         entry_state: dict[int, dict[str, Value]] = {0: {}}
         work = [0]
         queued = {0}
@@ -553,6 +539,28 @@ def _reads(op, d: Decoded) -> list[str]:
             continue
         walk(o)
     return out
+
+
+def basic_blocks(ops, decoded) -> tuple[list[int], dict[int, int], list[int]]:
+    """(block starts, block start -> end, the block of each instruction): blocks begin at branch
+    targets and after branches and exits."""
+    n = len(ops)
+    leaders = {0}
+    for i, op in enumerate(ops):
+        if op.base in ("bra", "brx"):
+            leaders.add(op.target)
+            leaders.add(i + 1)
+        elif decoded[i].kind == EXIT_K:
+            leaders.add(i + 1)
+    starts = sorted(x for x in leaders if x < n)
+    ends: dict[int, int] = {}
+    block_of = [0] * n
+    for k, s in enumerate(starts):
+        e = starts[k + 1] if k + 1 < len(starts) else n
+        ends[s] = e
+        for j in range(s, e):
+            block_of[j] = s
+    return starts, ends, block_of
 
 
 def evaluate(body: Body, launch: Launch, shared: dict[str, int], params: dict[str, int]) -> Evaluation:

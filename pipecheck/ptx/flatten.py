@@ -13,6 +13,8 @@ from ..core.diagnostics import Span, SpecError, error
 from . import syntax as X
 
 MAX_INLINE_DEPTH = 16
+TRAPS = frozenset({"__assertfail", "__assert_fail"})  # CUDA's device assert: prints, then traps
+PRINTS = frozenset({"vprintf"})
 MAX_INSTRUCTIONS = 400_000  # instructions of an entry after inlining (docs/errors.md)
 SPECIAL = ("%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%nctaid", "%smid", "%nsmid", "%gridid",
            "%cluster_ctarank", "%cluster_nctarank", "%cluster_ctaid", "%cluster_nctaid", "%clusterid", "%nclusterid",
@@ -215,6 +217,12 @@ class _Flattener:
         args = ops.pop(0).items if ops and isinstance(ops[0], X.PList) else ()
         name = callee.name if isinstance(callee, X.Sym) else None
         fn = self.module.function(name) if name else None
+        if fn is None and name in TRAPS:  # a failed device-side assert: the kernel stops (CUDA's assert())
+            self.ops.append(Op("trap.assert", (), guard, ins.negated, ins.line, ins.col, ins.loc, -1, depth))
+            return
+        if fn is None and name in PRINTS:  # printf: nothing the protocol sees
+            self.ops.append(Op("nop.printf", (), guard, ins.negated, ins.line, ins.col, ins.loc, -1, depth))
+            return
         if fn is None:
             raise error("rule", f"PTX: call to {name or 'an indirect target'}, whose body is not in the module: "
                         "pipecheck inlines calls and cannot check code it does not see", span)

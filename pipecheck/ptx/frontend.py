@@ -428,9 +428,14 @@ class Regions:
         return len(self.buffers)
 
 
-def _walk(prog: PtxProgram, code: ClassCode, cta: int, seen: dict) -> None:
-    """Run a class's program once with every wait passing, recording the concrete address of every barrier and
-    buffer operand (addresses the evaluation left to run time: stage-indexed rings)."""
+class WalkTooLong(Exception):
+    pass
+
+
+def concrete_walk(code: ClassCode, max_steps: int):
+    """Run a class's program once with every wait passing (a probe reads "completed"): yields each
+    instruction that is not a local step, with the evaluator of expressions at that point. Raises
+    `WalkTooLong` past `max_steps` instructions."""
     instrs = code.instrs
     env = [0] * max(1, len(code.slot_names))
     fns: dict = {}
@@ -448,10 +453,8 @@ def _walk(prog: PtxProgram, code: ClassCode, cta: int, seen: dict) -> None:
     steps = 0
     while instrs[pc].op != END:
         steps += 1
-        if steps > MAX_WALK:
-            raise error("limit", f"PTX: one thread class runs more than {MAX_WALK} instructions before it ends: a loop "
-                        "bound from a kernel parameter may be too large (set it with -D param_<offset>=N)",
-                        Span(prog.path, 1, 1))
+        if steps > max_steps:
+            raise WalkTooLong()
         ins = instrs[pc]
         op = ins.op
         if op == LET:
@@ -466,16 +469,28 @@ def _walk(prog: PtxProgram, code: ClassCode, cta: int, seen: dict) -> None:
             continue
         if op == PROBE:
             env[ins.args[2]] = 1
-        for a in ins.args:
-            if isinstance(a, SmemRef):
-                seen.setdefault((a.kind, a.site), set()).add(ev(a.addr))
-            elif isinstance(a, tuple):
-                for x in a:
-                    if isinstance(x, tuple) and x and isinstance(x[0], SmemRef):
-                        seen.setdefault((x[0].kind, x[0].site), set()).add(ev(x[0].addr))
-        if op == INIT:
-            seen.setdefault(("init", ins.args[0].site), set()).add((ev(ins.args[0].addr), ev(ins.args[1])))
+        yield ins, ev
         pc += 1
+
+
+def _walk(prog: PtxProgram, code: ClassCode, cta: int, seen: dict) -> None:
+    """Record the concrete address of every barrier and buffer operand of a class's run (addresses the
+    evaluation left to run time: stage-indexed rings)."""
+    try:
+        for ins, ev in concrete_walk(code, MAX_WALK):
+            for a in ins.args:
+                if isinstance(a, SmemRef):
+                    seen.setdefault((a.kind, a.site), set()).add(ev(a.addr))
+                elif isinstance(a, tuple):
+                    for x in a:
+                        if isinstance(x, tuple) and x and isinstance(x[0], SmemRef):
+                            seen.setdefault((x[0].kind, x[0].site), set()).add(ev(x[0].addr))
+            if ins.op == INIT:
+                seen.setdefault(("init", ins.args[0].site), set()).add((ev(ins.args[0].addr), ev(ins.args[1])))
+    except WalkTooLong:
+        raise error("limit", f"PTX: one thread class runs more than {MAX_WALK} instructions before it ends: a loop "
+                    "bound from a kernel parameter may be too large (set it with -D param_<offset>=N)",
+                    Span(prog.path, 1, 1)) from None
 
 
 def _local(addr: int) -> tuple[int | None, int]:

@@ -340,6 +340,6 @@ ALU = frozenset({"mov", "add", "sub", "mul", "mad", "div", "rem", "min", "max", 
                  "min.xorsign", "cvta", "mapa", "isspacep", "getctarank"})
 # Instructions that matter to no protocol and touch no shared memory.
 IGNORED = frozenset({"prefetch", "prefetchu", "applypriority", "discard", "createpolicy", "pmevent", "nanosleep",
-                     "trap", "brkpt", "griddepcontrol", "nop"})
+                     "griddepcontrol", "nop"})
 # Warp-level collectives that wait for every lane of their member mask (PTX 9.7.13.x, `.sync`).
 WARP_SYNC = frozenset({"shfl", "vote", "match", "redux", "bar.warp", "activemask"})

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Span, SpecError, error
 from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, END, EXPECT_TX,
-                        FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA, MMA_WAIT, PROBE, READ, TMA_LOAD,
+                        FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA, MMA_WAIT, PROBE, READ, TMA_LOAD, TRAP,
                         TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, RBuiltin, RConst, RExpr, ROp, RVar)
 from . import syntax as X
 from .decode import ALU_K, BRANCH_K, EXIT_K, LOAD_K, PROTO_K, REFUSE_K, STORE_K  # noqa: F401
@@ -573,6 +573,8 @@ class Emitter:
             self.emit(FENCE_PROXY, (), i)
         elif w == "fence_init":
             self.emit(FENCE_INIT, (), i)
+        elif w == "trap":
+            self.emit(TRAP, (), i)
         elif w == "mma":
             for k in ("a", "b"):
                 e = role(k)

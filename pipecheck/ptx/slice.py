@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import syntax as X
-from .decode import ALU_K, EXIT_K, LOAD_K, PROTO_K, REFUSE_K, STORE_K
-from .evaluate import Evaluation, _reads  # noqa: PLC2701 (one reader of operands for both stages)
+from .decode import EXIT_K, LOAD_K, PROTO_K, REFUSE_K, STORE_K
+from .evaluate import Evaluation, _reads, basic_blocks  # noqa: PLC2701 (one reader of operands for both stages)
 
 VIRTUAL_EXIT = -1
 
@@ -29,21 +29,7 @@ class Cfg:
 def cfg_of(ev: Evaluation) -> Cfg:
     ops = ev.body.ops
     n = len(ops)
-    leaders = {0}
-    for i, op in enumerate(ops):
-        if op.base in ("bra", "brx"):
-            leaders.add(op.target)
-            leaders.add(i + 1)
-        elif ev.decoded[i].kind == EXIT_K:
-            leaders.add(i + 1)
-    starts = sorted(x for x in leaders if x < n)
-    end: dict[int, int] = {}
-    block_of = [0] * n
-    for k, s in enumerate(starts):
-        e = starts[k + 1] if k + 1 < len(starts) else n
-        end[s] = e
-        for j in range(s, e):
-            block_of[j] = s
+    starts, end, block_of = basic_blocks(ops, ev.decoded)
     succ: dict[int, list[int]] = {}
     for s in starts:
         if not ev.reach[s]:

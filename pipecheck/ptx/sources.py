@@ -104,6 +104,10 @@ class SourceMap:
 
     def site(self, op) -> Site:
         text = op.opcode
+        if text == "trap.assert":
+            text = "a failed assert (__assertfail)"
+        elif text.startswith(("trap", "brkpt")):
+            text = f"`{text}`"
         if text.startswith("pipecheck.wait"):
             text = "mbarrier.try_wait" + text[len("pipecheck.wait"):] + " (spin loop)"
         text = f"{text} (PTX line {op.line})"

@@ -34,6 +34,14 @@ class Row:
     failing: bool  # the step that raised the finding, or a thread blocked forever at a hang
 
 
+_WARP_MEET = ("coll:syncwarp", "coll:elect", "fence_init")
+
+
+def _same_run(a, b) -> bool:
+    return b.column == a.column and b.who == a.who and b.kind == a.kind and not b.effects and not a.effects \
+        and not a.kind.startswith("coll")
+
+
 def timeline_rows(result: Result, v: IssueView) -> list[Row]:
     """The trace as rows: one per step, then one per thread class still blocked at a hang."""
     model = v.issue.run.model
@@ -41,7 +49,45 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
     sites = result.sites
     failing = trace.failing_step()
     rows = []
-    for st in trace.steps:
+    fold = getattr(result, "ptx", None) is not None
+    steps = trace.steps
+    k = 0
+    while k < len(steps):
+        st = steps[k]
+        if fold:  # warps meeting at syncwarp / elect.sync and fencing their inits: one row per run
+            j = k
+            while j + 1 < len(steps) and st.kind in _WARP_MEET and steps[j + 1].kind in _WARP_MEET \
+                    and steps[j + 1].column == st.column and not steps[j].findings and not steps[j + 1].findings:
+                j += 1
+            if j > k:
+                counts: dict[str, int] = {}
+                whos: list[str] = []
+                for x in steps[k:j + 1]:
+                    t = x.text.split(" (PTX line")[0]
+                    counts[t] = counts.get(t, 0) + 1
+                    if x.who not in whos:
+                        whos.append(x.who)
+                cell = f"{', '.join(w for w in whos if w) or 'all'}: " + ", ".join(
+                    f"{n} x {t}" if n > 1 else t for t, n in counts.items())
+                line = sites[st.site].span.line if 0 <= st.site < len(sites) else 0
+                rows.append(Row(f"{st.index}-{steps[j].index}", line, st.column, cell, (), False))
+                k = j + 1
+                continue
+            j = k  # one thread class running several steps of one kind (inits, arrivals): one row
+            while j + 1 < len(steps) and _same_run(st, steps[j + 1]):
+                j += 1
+            if j - k >= 2 and not any(x.findings for x in steps[k:j + 1]):
+                last = steps[j]
+                line = sites[st.site].span.line if 0 <= st.site < len(sites) else 0
+                cell = f"{st.who + ': ' if st.who else ''}{st.text} ... {last.text} ({j - k + 1} steps)"
+                after = trace.states[last.index - 1]
+                touched = sorted({g for x in steps[k:j + 1] for g in x.touched})
+                touched = touched if len(touched) <= 2 else []  # (a dozen inits: the table at the end has them)
+                rows.append(Row(f"{st.index}-{last.index}", line, st.column, cell,
+                                tuple(barrier_short(model, after, g) for g in touched), False))
+                k = j + 1
+                continue
+        k += 1
         line = sites[st.site].span.line if 0 <= st.site < len(sites) else 0
         cell = f"{st.who}: {st.text}" if st.who else st.text
         if st.effects:

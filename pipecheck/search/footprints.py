@@ -283,6 +283,8 @@ class Footprints:
             spawns = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
                               ((("arr", g), d[2]),)) for g in d[1])
             return Op(fp, spawns=spawns)
+        if kind == "trap":  # raises its finding whatever the state; touches nothing
+            return Op(((("trap", d[1]), "w"),))
         if kind == "probe":  # reads the barrier's counts, never blocks
             return Op(((("bar", d[1]), "r"),) + self._bar_use(d[1]))
         if kind == "read":
@@ -397,11 +399,13 @@ class Footprints:
         for i, (c, seq, buf, tag, stage, site) in enumerate(s.stores):
             key = ("s", i)
             k = buf // lay.nbuf
-            if key not in enabled:
-                continue
-            read = Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1),))
-            done_op = Op(((("sgrp", c), "i"), (("stores", k), "i")), ((("sdone", c), 1),))
-            procs.append(Process(key, True, [read, done_op] if stage == 0 else [done_op], True))
+            # a store behind an older one of its class (events.store_ready) waits for that one's step
+            needs = None if key in enabled else (((("sread" if stage == 0 else "sdone"), c), 1),)
+            read = Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1),),
+                      needs=needs)
+            done_op = Op(((("sgrp", c), "i"), (("stores", k), "i")), ((("sdone", c), 1),),
+                         needs=needs if stage == 1 else None)
+            procs.append(Process(key, key in enabled, [read, done_op] if stage == 0 else [done_op], True))
         for i, (kind, who, upto, bars, site, c, _, cnt) in enumerate(s.commits):
             key = ("k", i)
             fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g)

@@ -171,6 +171,8 @@ KERNELS = [
           expect=[("", "verified", "")]),
     _mini("mini_bug_count", ["-DCOUNT=65"], "planted: the barrier counts one arrival more than the block has",
           expect=[("", "hang", "")]),
+    _mini("mini_bug_assert", ["-DCOUNT=64", "-DASSERT_ONE_WARP"], "planted: a device assert that the second warp fails",
+          expect=[("", "trap", "")]),
     _mini("mini_bug_no_fence", ["-DCOUNT=64", "-DNO_FENCE"], "planted: no fence.mbarrier_init after the init",
           expect=[("", "uninit-barrier", "")]),
 ]

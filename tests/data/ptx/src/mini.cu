@@ -1,5 +1,6 @@
 // A small mbarrier protocol for pipecheck's PTX tests: thread 0 initialises one barrier for the
 // whole block; every thread arrives on it and waits for the phase, k times.
+#include <cassert>
 #include <cstdint>
 __global__ void __launch_bounds__(64) mini(int k, int* out) {
   __shared__ __align__(8) uint64_t bar;
@@ -11,6 +12,9 @@ __global__ void __launch_bounds__(64) mini(int k, int* out) {
 #endif
   }
   __syncthreads();
+#ifdef ASSERT_ONE_WARP
+  assert(threadIdx.x < 32);  // planted: the block has two warps
+#endif
   for (int i = 0; i < k; ++i) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
     asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}"
