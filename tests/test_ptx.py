@@ -31,6 +31,10 @@ def test_pingpong_report_names_the_elect_and_the_lanes():
     assert "the H200 elects the lowest lane of the mask, so this is latent on current hardware" in out
     # the step that skips the arrival is located in CUTLASS's own pipeline header
     assert "sm90_pipeline.hpp" in out
+    # each parameter with why it has its value and the kernel statement that reads it
+    assert "  param_12 = 64: set with -D; read at " in out
+    assert "sm90_gemm_tma_warpspecialized_pingpong.hpp:525: `auto problem_shape_MNKL" in out
+    assert "  param_640 = 32768: an expect_tx byte count (32768)" in out
 
 
 def test_report_states_parameters_and_their_defaults():
@@ -143,3 +147,13 @@ def test_check_reads_a_kernel_without_searching():
 def test_pipe_only_commands_say_so_on_a_kernel(command):
     code, out, err = cli(command, str(PTX / "mini_ok.ptx"))
     assert code == 2 and f"`pipecheck {command}` reads .pipe specs" in err
+
+
+def test_loops_run_once_first():
+    """Without -D the loop bounds first run their loops once: #3722 shows there, in a short schedule; a
+    kernel that verifies there goes on to the defaults (mini_ok above: param_0 = 2)."""
+    code, out, err = cli("verify", str(PTX / "cutlass_sm90_pingpong.ptx"))
+    assert code == 1, err
+    assert "(param_12=1, param_640=32768, param_1656=1): 1 finding (hang)" in out
+    assert "param_12 = 1: its loop once, tried before the default 769 (drives a k-loop" in out
+    assert "elects a lane in 1..31" in out

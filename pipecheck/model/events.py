@@ -14,8 +14,10 @@ from .state import Action, State
 
 class AsyncEvents:
     def __init__(self, layout: Layout, hazards: Hazards, labels: Sequence[str], unit_cta: Sequence[int],
-                 unit_labels: Sequence[str], store_writes: bool = True):
+                 unit_labels: Sequence[str], store_writes: bool = True, ordered_stores: bool = True):
         self.layout = layout
+        # bulk stores finish in commit order (`store_ready`); off, every order (a reduction, off with the others)
+        self.ordered_stores = ordered_stores
         # whether a bulk store's second stage (writing global memory) is observed: only a wait_group without
         # .read waits for it; otherwise a store is done once it finished reading shared memory
         self.store_writes = store_writes
@@ -52,8 +54,7 @@ class AsyncEvents:
             t = t._replace(bufs=self.hazards.retag(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
         return ("m", u), t, findings
 
-    @staticmethod
-    def store_ready(s: State, i: int) -> bool:
+    def store_ready(self, s: State, i: int) -> bool:
         """Whether store i may take its next step now: a class's bulk stores finish each stage (reading
         SMEM, then writing) in the order they were committed (group, then place in the group).
 
@@ -61,7 +62,11 @@ class AsyncEvents:
         `.read`), which waits for every group older than its N most recent (PTX 9.7.9.27.2), so a
         younger store finishing first enables no wait sooner; holding it back keeps its buffer read
         (or its write pending) longer, which only adds hazards, and each such schedule is one the
-        hardware may take. What it saves is the orders of completions nobody can tell apart."""
+        hardware may take. What it saves is the orders of completions nobody can tell apart.
+
+        Unordered (`ordered_stores` off: the plain search), only the first of identical entries steps."""
+        if not self.ordered_stores:
+            return i == 0 or s.stores[i] != s.stores[i - 1]
         c, seq, buf, tag, stage, site = s.stores[i]
         key = (seq, buf, tag, site)
         for j, (c2, seq2, buf2, tag2, stage2, site2) in enumerate(s.stores):

@@ -34,7 +34,7 @@ class Model:
     """The explorer-facing transition system for one configuration."""
 
     def __init__(self, kernel: KernelShape, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
-                 every: "Any" = None):
+                 every: "Any" = None, ordered_stores: bool = True):
         self.kernel = kernel
         # --every K (offset.Plan): per class, its loop guards over K; None for an ordinary run
         self.kplans = [every.classes[cl.id] for cl in classes] if every is not None else None
@@ -70,7 +70,8 @@ class Model:
         labels = [cl.label for cl in classes]
         self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes])
         full_waits = any(i.op is WAIT_GROUP and not i.c for code in self.code for i in code)
-        self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label, full_waits)
+        self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label, full_waits,
+                                  ordered_stores)
         self.cta_classes = [[c.id for c in classes if c.cta == k] for k in range(self.layout.ncta)]
         self.coll_classes = [c.id for c in classes if any(i.op is COLL for i in self.code[c.id])]
         self.cta_threads = sum(cl.size for cl in classes if cl.cta == 0)

@@ -41,6 +41,7 @@ class PtxInfo:
     cluster: tuple[int, int, int]
     choices: list[Choice]
     overrides: dict[str, int]
+    smallest: tuple[str, ...] = ()  # the loop bounds run once: the finding showed there, before the defaults
 
 
 def is_kernel_file(path: str) -> bool:
@@ -97,6 +98,28 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             raise error("usage", f"-D {name}: expected param_<byte offset>, e.g. param_12", None) from None
         values[off] = (v, values.get(off, (0, 4))[1])
         overrides[name] = v
+    loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides]
+    first = None
+    if loops and options.explore:
+        # the loops once first: a protocol broken there shows it in a short schedule; the defaults (every
+        # stage reused, the ring wrapped twice, two tiles) run when that point verifies
+        small = dict(values)
+        small.update((c.offset, (c.small, c.nbytes)) for c in loops)
+        first = _check_point(path, pz, small, defaults, options, start, progress, sources)
+        if first.issues or first.stopped:
+            first.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
+                                tuple(f"param_{c.offset}" for c in loops))
+            return first
+    res = _check_point(path, pz, values, defaults, options, start, progress, sources)
+    res.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides)
+    if first is not None:  # the time and states of both points
+        res.seconds = time.perf_counter() - start
+    return res
+
+
+def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, start: float,
+                 progress: Callable | None, sources: dict[str, str]) -> Result:
+    """The kernel at one parameter point: its configurations of elected lanes, one exploration per class."""
     prog = program_at(pz, values, defaults)
     configs = configurations(prog, options.elect)
     prog.regions = find_regions(prog, configs)
@@ -123,7 +146,7 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             limits = replace(limits, timeout=left)
         classes = cc.classes if options.counter == "classes" else split_classes(kernel, cc.classes, options.counter)
         try:
-            model = Model(kernel, classes, prog.sites, options.lockstep)
+            model = Model(kernel, classes, prog.sites, options.lockstep, ordered_stores=options.reduce)
             base = model
             if options.symmetry:
                 sym = Symmetric(model)
@@ -143,11 +166,8 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
         verdict = "inconclusive"
     else:
         verdict = "verified"
-    info = PtxInfo(prog.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides)
-    res = Result(path, kernel, options, verdict, issues, runs, prog.sites, sources, esites,  # type: ignore[arg-type]
-                 time.perf_counter() - start, stopped, [], None)
-    res.ptx = info
-    return res
+    return Result(path, kernel, options, verdict, issues, runs, prog.sites, sources, esites,  # type: ignore[arg-type]
+                  time.perf_counter() - start, stopped, [], None)
 
 
 def _arrival_sites(run: Run) -> set[int]:

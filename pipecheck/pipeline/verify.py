@@ -100,7 +100,7 @@ def verify_file(path: str, options: Options = Options(),
             key = sweep.exploration_key(k, classes)
             try:
                 if key not in explored:  # equal keys explore the same graph: once is enough
-                    model = Model(k, classes, psites, options.lockstep)
+                    model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
                     base = model
                     if options.symmetry:
                         sym = Symmetric(model)

@@ -28,6 +28,7 @@ class Choice:
     value: int
     nbytes: int
     why: str
+    small: int | None = None  # a loop bound: the value that runs its loop once (tried first, pipeline.ptx)
 
 
 def _derived(ev, start_reg: str) -> set[str]:
@@ -191,8 +192,8 @@ def choose_defaults(pz: Parsed) -> list[Choice]:
                 lo = mid
         values[off] = (hi, values[off][1])
         choices[off] = Choice(off, hi, values[off][1], f"drives a k-loop: the smallest value that runs it 2 x {stages} "
-                                                       f"+ 1 = {2 * stages + 1} times on the {stages}-stage ring")
+                                                       f"+ 1 = {2 * stages + 1} times on the {stages}-stage ring", 1)
     for off in tile_like:
         values[off] = (2, values[off][1])
-        choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles")
+        choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles", 1)
     return [choices[o] for o in sorted(choices)]

@@ -237,10 +237,10 @@ def evaluate_at(pz: Parsed, values: Mapping[int, tuple[int, int]]) -> Evaluation
 def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapping[int, tuple[int, int]]) -> PtxProgram:
     """The entry evaluated and sliced at these parameter values (offset -> (value, bytes))."""
     ev = evaluate_at(pz, values)
-    params = _params(ev, pz.body, pz.sources, defaults, {f"param_{o}": v for o, (v, _) in values.items()})
+    srcmap = SourceMap(pz.module, pz.path, pz.sources)
+    params = _params(ev, pz.body, srcmap, defaults, {f"param_{o}": v for o, (v, _) in values.items()})
     sl = protocol_slice(ev)
     pl = plan(ev, sl)
-    srcmap = SourceMap(pz.module, pz.path, pz.sources)
     sites, site_index = _sites(pz.body, sl, ev, srcmap)
     prog = PtxProgram(pz.path, pz.module, pz.entry, pz.body, ev.launch, ev, sl, pl, srcmap, sites, site_index, {},
                       [q for q in params if any(r.offset == q.offset and r.op in sl.ops for r in ev.param_reads)
@@ -278,10 +278,10 @@ def _block(entry: X.Function, path: str) -> tuple[int, int, int]:
                 Span(path, entry.line, 1))
 
 
-def _params(ev: Evaluation, body: Body, sources: dict[str, str], defaults: Mapping[int, tuple[int, int]],
+def _params(ev: Evaluation, body: Body, srcmap: SourceMap, defaults: Mapping[int, tuple[int, int]],
             overrides: Mapping[str, int]) -> list[PtxParam]:
-    """The parameter bytes the protocol slice reads: one parameter per offset read."""
-    from .sources import loc_text
+    """The parameter bytes the protocol slice reads: one parameter per offset read, with the CUDA line
+    that reads it."""
     seen: dict[int, ParamRead] = {}
     for r in sorted(ev.param_reads, key=lambda r: (r.offset, r.op)):
         seen.setdefault(r.offset, r)
@@ -292,7 +292,7 @@ def _params(ev: Evaluation, body: Body, sources: dict[str, str], defaults: Mappi
         value = overrides.get(name, default)
         op = body.ops[r.op]
         out.append(PtxParam(name, value, default, None, None, Span(body.file, op.line, op.col + 1), off, r.width,
-                            loc_text(op.loc, sources) if op.loc else ""))
+                            srcmap.where(op.loc)))
     return out
 
 

@@ -119,6 +119,24 @@ class SourceMap:
         proc = short_function(self.module.strings.get(fn, fn)) if fn else None
         return Site(spans[0], text, tuple(spans[1:]), proc)
 
+    def where(self, loc: X.Loc | None) -> str:
+        """`tuple_algorithms.hpp:785: `return a;`, in sm90_gemm_...hpp:613: `auto k_tile_count = ...``: the
+        innermost source line of an instruction with its text, and the kernel statement it is inlined into;
+        "" without line info."""
+        spans = [sp for sp in (self.span(x) for x in self.chain(loc)) if sp is not None]
+        if not spans:
+            return ""
+
+        def one(span: Span) -> str:
+            text = self.line_text(span)
+            return f"{span.file.rsplit('/', 1)[-1]}:{span.line}" + (f": `{text}`" if text else "")
+        # the innermost line, and the kernel's own statement it was inlined into (the frame just inside
+        # the outermost, which for CUTLASS is `device_kernel.h`'s call of the kernel)
+        out = one(spans[0])
+        if len(spans) >= 3:
+            out += f", in {one(spans[-2])}"
+        return out
+
     def line_text(self, span: Span | None) -> str:
         if span is None:
             return ""
@@ -148,5 +166,4 @@ class SourceMap:
         return base if len(base) < 80 else base[:77] + "..."
 
 
-def loc_text(loc: X.Loc | None, sources: dict[str, str]) -> str:
-    return ""
+

@@ -104,6 +104,28 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
     return rows
 
 
+def parameter_lines(result: Result) -> list[str]:
+    """A compiled kernel's parameters: the value each has, why (a default that runs a loop, or -D) and the
+    CUDA line that reads it."""
+    ptx = getattr(result, "ptx", None)
+    if ptx is None:
+        return []
+    why = {f"param_{c.offset}": c for c in ptx.choices}
+    out = []
+    for p in result.kernel.params:
+        c = why.get(p.name)
+        if p.name in ptx.overrides:
+            reason = "set with -D"
+        elif p.name in ptx.smallest and c is not None:
+            reason = (f"its loop once, tried before the default {c.value} ({c.why}), which runs when this "
+                      "point verifies")
+        else:
+            reason = (c.why if c is not None else "") or "default"
+        source = f"; read at {p.source}" if p.source else ""
+        out.append(f"  {p.name} = {p.value}: {reason}{source}")
+    return ["parameters:"] + out if out else []
+
+
 def config_text(result: Result, config: Config) -> str:
     parts = []
     for mask, lane in config.elect:

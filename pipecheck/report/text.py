@@ -9,7 +9,7 @@ import textwrap
 
 from ..core.diagnostics import Diagnostic, Note, render
 from ..pipeline.result import Result
-from .common import IssueView, Row, timeline_rows, view
+from .common import IssueView, Row, parameter_lines, timeline_rows, view
 
 COLUMN_WIDTH = 30
 BARRIER_WIDTH = 24
@@ -108,7 +108,7 @@ def render_issue(result: Result, v: IssueView) -> list[str]:
 
 def render_result(result: Result, max_issues: int = 10) -> str:
     """The whole report as plain text (`rich_text.render_result_rich` draws the same for a terminal)."""
-    out = [header(result)]
+    out = [header(result)] + parameter_lines(result)
     for d in result.static:
         out.append("")
         out.append(render(d, result.sources))
