@@ -143,10 +143,22 @@ def test_check_reads_a_kernel_without_searching():
     assert "param_12=769" in out
 
 
-@pytest.mark.parametrize("command", ["explain", "graph", "timeline"])
-def test_pipe_only_commands_say_so_on_a_kernel(command):
-    code, out, err = cli(command, str(PTX / "mini_ok.ptx"))
-    assert code == 2 and f"`pipecheck {command}` reads .pipe specs" in err
+def test_timeline_says_it_reads_pipe_specs():
+    code, out, err = cli("timeline", str(PTX / "mini_ok.ptx"))
+    assert code == 2 and "`pipecheck timeline` reads .pipe specs" in err
+
+
+def test_explain_a_kernel_shows_its_contract():
+    """The barrier contract of the compiled kernel: the count its init sets against the arrivals."""
+    code, out, err = cli("explain", str(PTX / "mini_bug_count.ptx"))
+    assert code in (0, 1), err
+    row = next(line for line in out.splitlines() if line.strip().startswith("mbar@0"))
+    assert row.split()[1] == "65" and "64 arrivals" in row
+    code, out, err = cli("explain", str(PTX / "cutlass_sm90_pingpong.ptx"), "-D", "param_12=64", "-D", "param_1656=1")
+    assert "when elect.sync (cluster_sm90.hpp:194 in device_kernel.h:123) elects lane 0:" in out
+    assert "when elect.sync (cluster_sm90.hpp:194 in device_kernel.h:123) elects a lane in 1..31:" in out
+    code, out, err = cli("graph", str(PTX / "mini_ok.ptx"))
+    assert code == 0 and out.startswith("flowchart") and "mbar (count 64)" in out
 
 
 def test_loops_run_once_first():

@@ -36,6 +36,7 @@ class BarrierDecl:
     noinit: bool
     span: Span
     labels: tuple[str, ...] = ()  # a name per element
+    counts: tuple[int, ...] = ()  # an init count per element, where the code sets them (PTX); 0: several or none
 
     @property
     def size(self) -> int:

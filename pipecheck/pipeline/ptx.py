@@ -166,8 +166,11 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
         verdict = "inconclusive"
     else:
         verdict = "verified"
-    return Result(path, kernel, options, verdict, issues, runs, prog.sites, sources, esites,  # type: ignore[arg-type]
-                  time.perf_counter() - start, stopped, [], None)
+    res = Result(path, kernel, options, verdict, issues, runs, prog.sites, sources, esites,  # type: ignore[arg-type]
+                 time.perf_counter() - start, stopped, [], None)
+    res.config_classes = cclasses  # (`explain` reads the classes of a run that did not search)
+    res.configs = configs
+    return res
 
 
 def _arrival_sites(run: Run) -> set[int]:

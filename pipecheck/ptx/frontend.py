@@ -48,6 +48,15 @@ class PtxParam:
 
 
 @dataclass(frozen=True)
+class PtxRole:
+    """A warpgroup of the block: the PTX front end's role (`wg0`, `wg1`, ...)."""
+
+    name: str
+    threads: int
+    instances: int = 1
+
+
+@dataclass(frozen=True)
 class PtxKernel:
     """The `model.kernel.KernelShape` of a PTX entry, and what reports say about it."""
 
@@ -61,7 +70,7 @@ class PtxKernel:
     block: tuple[int, int, int]
     span: Span
     kchooses: tuple = ()
-    roles: tuple = ()
+    roles: tuple[PtxRole, ...] = ()  # the block's warpgroups
 
     @property
     def cluster_size(self) -> int:
@@ -420,6 +429,7 @@ class Regions:
     nbar: int
     bar_labels: tuple[str, ...]
     buffers: list[tuple[int, int, str]]  # (start, end, label), sorted; the last element of `smem` is "elsewhere"
+    counts: tuple[int, ...] = ()  # per barrier, the count its init sets (0: none, or several)
 
     def buffer_index(self, addr: int) -> int:
         for k, (lo, hi, _) in enumerate(self.buffers):
@@ -511,12 +521,14 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
             _walk(prog, code, cta, seen)
     bars: set[int] = set()
     inits: dict[int, int] = {}
+    counts: dict[int, set] = {}
     for (kind, site), vals in seen.items():
         if kind == "bar":
             bars.update(_local(v)[1] for v in vals if v is not None)
         elif kind == "init":
             for a, cnt in vals:
                 inits[_local(a)[1]] = site
+                counts.setdefault(_local(a)[1], set()).add(cnt)
     if not bars:
         raise error("rule", "PTX: no barrier operation is reached by any thread with these parameters", Span(prog.path, 1, 1))
     lo, hi = min(bars), max(bars)
@@ -555,7 +567,9 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
             raise error("rule", f"PTX line {prog.body.ops[site].line}: a {what} uses shared memory at offset {s}, which "
                         "is a barrier's", prog.body.span(site))
         regions.append((s, end, prog.sources.buffer_label(s, end, what, site, prog.body)))
-    return Regions(lo, nbar, labels, regions)
+    init_counts = tuple(next(iter(counts[a])) if len(counts.get(a, ())) == 1 else 0
+                        for a in (lo + BARRIER_BYTES * k for k in range(nbar)))
+    return Regions(lo, nbar, labels, regions, init_counts)
 
 
 def _bar_ref(reg: Regions, ref: SmemRef, own_cta: int, body: Body) -> RRef:
@@ -649,10 +663,12 @@ def kernel_of(prog: PtxProgram) -> PtxKernel:
     span = Span(prog.path, prog.entry.line, 1)
     labels = tuple(label for _, _, label in reg.buffers) + ("other shared memory",)
     buffers = (BufferDecl("smem", (len(reg.buffers) + 1,), 0, None, span, labels=labels),)
-    barriers = (BarrierDecl("mbar", (reg.nbar,), 0, True, span, labels=reg.bar_labels),)
+    barriers = (BarrierDecl("mbar", (reg.nbar,), 0, True, span, labels=reg.bar_labels, counts=reg.counts),)
     arch = prog.module.target.split(",")[0] or "sm_90a"
+    T = prog.threads
+    roles = tuple(PtxRole(f"wg{w}", min(128, T - 128 * w)) for w in range((T + 127) // 128))
     return PtxKernel(prog.sources.kernel_name(prog.entry.name), prog.path, arch, tuple(prog.launch.cluster), buffers,
-                     barriers, tuple(prog.params), prog.launch.block, span)
+                     barriers, tuple(prog.params), prog.launch.block, span, roles=roles)
 
 
 def classes_for(prog: PtxProgram, config: Config, lockstep: bool = False) -> list[ThreadClass]:

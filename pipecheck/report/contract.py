@@ -233,8 +233,9 @@ def protocol_contract(kernel: CheckedKernel, classes: list[ThreadClass]) -> list
                 for d in reversed(b.dims):
                     idx.append(rem % d)
                     rem //= d
-                name = b.name + "".join(f"[{i}]" for i in reversed(idx))
-                names.append((f"cta{cta}.{name}" if kernel.cluster_size > 1 else name, b.name, b.count, b.noinit))
+                name = b.labels[off] if getattr(b, "labels", ()) else b.name + "".join(f"[{i}]" for i in reversed(idx))
+                count = b.counts[off] if getattr(b, "counts", ()) else b.count
+                names.append((f"cta{cta}.{name}" if kernel.cluster_size > 1 else name, b.name, count, b.noinit))
     for gid, (name, array, count, noinit) in enumerate(names):
         contracts.append(BarrierContract(gid, name, array, count, noinit, [], False))
     for cl in classes:

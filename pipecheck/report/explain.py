@@ -8,7 +8,7 @@ The facts come from the lowered thread classes of each configuration (graphs.pro
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core.diagnostics import Diagnostic, render
 from ..core.words import ranges
@@ -166,17 +166,26 @@ def _groups(kernel: CheckedKernel, contracts: list[BarrierContract], sites: list
     return groups
 
 
-def explain_file(path: str, overrides: dict[str, int], elect: str = "any") -> Explanation:
-    """The contract of every configuration of a spec; raises SpecError when the spec is wrong."""
+def explain_file(path: str, overrides: dict[str, int], elect: str = "any", ptx_options=None) -> Explanation:
+    """The contract of every configuration of a spec (or of a compiled kernel at its defaults, read and
+    lowered without a search); raises SpecError when the input is wrong."""
     from ..core.diagnostics import error
-    sources: dict[str, str] = {}
-    kernel = load_checked(path, overrides, sources)
-    codes, sites = resolve_roles(kernel, sources)
-    try:
-        cclasses = config_classes(kernel, codes, elect)
-    except EvalError as exc:
-        raise error("value", str(exc), sites[exc.site].span if 0 <= exc.site < len(sites) else None) from None
-    esites = elect_sites(codes, sites)
+    from ..pipeline.ptx import is_kernel_file, verify_ptx
+    from ..pipeline.result import Options
+    if is_kernel_file(path):
+        opts = ptx_options if ptx_options is not None else Options()
+        res = verify_ptx(path, replace(opts, overrides=tuple(overrides.items()), elect=elect, explore=False))
+        kernel, sites, sources = res.kernel, res.sites, res.sources
+        cclasses, esites = res.config_classes, res.esites  # type: ignore[attr-defined]
+    else:
+        sources = {}
+        kernel = load_checked(path, overrides, sources)
+        codes, sites = resolve_roles(kernel, sources)
+        try:
+            cclasses = config_classes(kernel, codes, elect)
+        except EvalError as exc:
+            raise error("value", str(exc), sites[exc.site].span if 0 <= exc.site < len(sites) else None) from None
+        esites = elect_sites(codes, sites)
     everything = [cfg for cc in cclasses for cfg in cc.members]
     out = Explanation(path, kernel, sites, sources)
     seen: dict[str, Contract] = {}
