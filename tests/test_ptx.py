@@ -169,3 +169,11 @@ def test_loops_run_once_first():
     assert "(param_12=1, param_640=32768, param_1656=1): 1 finding (hang)" in out
     assert "param_12 = 1: its loop once, tried before the default 769 (drives a k-loop" in out
     assert "elects a lane in 1..31" in out
+
+
+def test_json_says_where_each_parameter_comes_from():
+    data = json.loads(cli("verify", str(PTX / "cutlass_sm90_pingpong.ptx"), "--format", "json")[1])
+    by = {p["name"]: p for p in data["ptx"]["parameters"]}
+    assert by["param_12"]["point"] == "loops-once" and by["param_12"]["value"] == 1 and by["param_12"]["default"] == 769
+    assert by["param_640"]["point"] == "default"
+    assert data["ptx"]["block"] == [384, 1, 1] and data["ptx"]["nvcc"] is None

@@ -88,6 +88,17 @@ def to_dict(result: Result) -> dict:
                        "max_memory_mb": result.options.limits.max_memory_mb},
         },
     }
+    ptx = getattr(result, "ptx", None)
+    if ptx is not None:  # a compiled kernel: its entry, launch and where each parameter value comes from
+        why = {f"param_{c.offset}": c for c in ptx.choices}
+        params = []
+        for p in result.kernel.params:
+            c = why.get(p.name)
+            point = "set" if p.name in ptx.overrides else "loops-once" if p.name in ptx.smallest else "default"
+            params.append({"name": p.name, "offset": p.offset, "value": p.value, "default": c.value if c else p.value,
+                           "point": point, "why": c.why if c else "", "read_at": p.source})
+        out["ptx"] = {"entry": ptx.entry, "ptx": ptx.ptx if ptx.command else result.spec, "nvcc": ptx.command or None,
+                      "block": list(ptx.block), "cluster": list(ptx.cluster), "parameters": params}
     e = result.every
     if e is not None:  # --every: what the loop-offset run said for every value of the bound
         out["every"] = {"param": e.name, "from": e.lo, "to": e.hi, "states": e.states, "found": list(e.codes),
