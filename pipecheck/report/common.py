@@ -104,19 +104,25 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
     return rows
 
 
-def parameter_lines(result: Result) -> list[str]:
-    """A compiled kernel's parameters: the value each has, why (a default that runs a loop, or -D) and the
-    CUDA line that reads it."""
+def ptx_parameters(result: Result) -> list[tuple]:
+    """A compiled kernel's parameters as (parameter, its default's `Choice` or None, point): the point is
+    `set` (-D), `loops-once` (the run that reported ran each loop once) or `default`."""
     ptx = getattr(result, "ptx", None)
     if ptx is None:
         return []
     why = {f"param_{c.offset}": c for c in ptx.choices}
+    return [(p, why.get(p.name), "set" if p.name in ptx.overrides else
+             "loops-once" if p.name in ptx.smallest else "default") for p in result.kernel.params]
+
+
+def parameter_lines(result: Result) -> list[str]:
+    """A compiled kernel's parameters: the value each has, why (a default that runs a loop, or -D) and the
+    CUDA line that reads it."""
     out = []
-    for p in result.kernel.params:
-        c = why.get(p.name)
-        if p.name in ptx.overrides:
+    for p, c, point in ptx_parameters(result):
+        if point == "set":
             reason = "set with -D"
-        elif p.name in ptx.smallest and c is not None:
+        elif point == "loops-once" and c is not None:
             reason = (f"its loop once, tried before the default {c.value} ({c.why}), which runs when this "
                       "point verifies")
         else:

@@ -12,7 +12,7 @@ from ..core.version import __version__
 from ..model.state import State
 from ..model.system import Model
 from ..pipeline.result import Result
-from .common import view
+from .common import ptx_parameters, view
 from .trace import blocked_rows
 
 SCHEMA = "pipecheck-result/1"
@@ -90,11 +90,8 @@ def to_dict(result: Result) -> dict:
     }
     ptx = getattr(result, "ptx", None)
     if ptx is not None:  # a compiled kernel: its entry, launch and where each parameter value comes from
-        why = {f"param_{c.offset}": c for c in ptx.choices}
         params = []
-        for p in result.kernel.params:
-            c = why.get(p.name)
-            point = "set" if p.name in ptx.overrides else "loops-once" if p.name in ptx.smallest else "default"
+        for p, c, point in ptx_parameters(result):
             params.append({"name": p.name, "offset": p.offset, "value": p.value, "default": c.value if c else p.value,
                            "point": point, "why": c.why if c else "", "read_at": p.source})
         out["ptx"] = {"entry": ptx.entry, "ptx": ptx.ptx if ptx.command else result.spec, "nvcc": ptx.command or None,
