@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..core.diagnostics import Diagnostic, Note, Span, SpecError, error
+from ..core.words import did_you_mean
 from ..model.ir import c_div, c_mod
 from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
@@ -113,7 +114,8 @@ def eval_const(expr: A.Expr, env: Mapping[str, int], what: str = "this value") -
     if isinstance(expr, A.Name):
         if expr.id in env:
             return env[expr.id]
-        raise error("value", f"{what} must be a constant, but '{expr.id}' is not a parameter or constant defined above", expr.span)
+        raise error("value", f"{what} must be a constant, but '{expr.id}' is not a parameter or constant defined above"
+                    f"{did_you_mean(expr.id, env)}", expr.span)
     if isinstance(expr, A.Unary):
         v = eval_const(expr.operand, env, what)
         return -v if expr.op == "-" else int(not v)
@@ -254,17 +256,20 @@ class _Checker:
         checked_roles: list[RoleDecl] = []
         ctx = _BodyContext(self, {b.name: b for b in barriers}, {b.name: b for b in buffers},
                            {c.name: c for c in kchooses}, {t.name for t in tensormaps})
+        bodies_failed = False
         for role in roles:
             try:
                 checked_roles.append(self.role(role, ctx))
             except SpecError as exc:
                 self.fail(exc)
+                bodies_failed = True
         if not roles and not self.errors:
             self.errors.append(Diagnostic("error", "name", f"kernel '{k.name}' declares no role", k.span))
         total = sum(r.instances * r.threads for r in checked_roles)
         if total > MAX_CTA_THREADS:
             self.errors.append(Diagnostic("error", "value", f"the roles need {total} threads per CTA; a CTA holds at most {MAX_CTA_THREADS}", k.span))
-        self.errors.extend(ctx.rule_errors())
+        if not bodies_failed:  # a body left half-checked has not shown every load: no rule over all of them
+            self.errors.extend(ctx.rule_errors())
         if self.errors:
             raise SpecError(sorted(self.errors, key=Diagnostic.sort_key))
         return CheckedKernel(
@@ -428,6 +433,18 @@ class _BodyContext:
     def body(self, stmts: tuple, role: str) -> tuple:
         return self.block(stmts, _Scope(), {}, 0)
 
+    def _visible(self, scope: _Scope, subst: dict[str, A.Expr], kinds: tuple[str, ...] = ("var",)) -> list[str]:
+        """The names a statement here can use, as the user wrote them (for "did you mean")."""
+        out: list[str] = []
+        s: _Scope | None = scope
+        while s is not None:
+            out.extend(n for n, k in s.names.items() if k in kinds and "'" not in n)  # not a proc's fresh names
+            s = s.parent
+        for n, v in subst.items():  # a procedure's parameters and locals, by the names its body uses
+            if ((scope.lookup(v.id) if isinstance(v, A.Name) else None) or "var") in kinds:
+                out.append(n)
+        return out
+
     def block(self, stmts: tuple, scope: _Scope, subst: dict[str, A.Expr], depth: int) -> tuple:
         inner = _Scope(scope)
         subst = dict(subst)  # names a procedure declares stay inside the block
@@ -466,14 +483,20 @@ class _BodyContext:
             what = self.c.kinds.get(e.id, (None,))[0]
             if what:
                 raise error("name", f"'{e.id}' is a {what}, not a value", e.span)
-            raise error("name", f"'{e.id}' is not defined", e.span)
+            known = [*self._visible(scope, subst), *self.c.env, *self.kchooses, *BUILTINS]
+            raise error("name", f"'{e.id}' is not defined{did_you_mean(e.id, known)}", e.span)
         if isinstance(e, A.Attr):
             if isinstance(e.obj, A.Name):
                 obj = subst.get(e.obj.id, e.obj)
                 if isinstance(obj, A.Name) and scope.lookup(obj.id) == "ring":
                     if e.name not in RING_ATTRS:
-                        raise error("name", f"a ring has .index, .phase and .count, not .{e.name}", e.span)
+                        raise error("name", f"a ring has .index, .phase and .count, not .{e.name}"
+                                    f"{did_you_mean(e.name, RING_ATTRS)}", e.span)
                     return A.Attr(obj, e.name, e.span)
+                if e.obj.id not in subst and scope.lookup(e.obj.id) is None and e.obj.id not in self.c.kinds \
+                        and e.obj.id not in self.c.env and e.obj.id not in BUILTINS:
+                    rings = self._visible(scope, subst, ("ring",))
+                    raise error("name", f"'{e.obj.id}' is not defined{did_you_mean(e.obj.id, rings)}", e.obj.span)
             raise error("name", f"'.{e.name}' applies to rings only (e.g. st.index, st.phase)", e.span)
         if isinstance(e, A.Index):
             base, idx = e, []
@@ -503,6 +526,7 @@ class _BodyContext:
                     raise error("name", f"{e.func} takes at least two arguments", e.span)
             else:
                 hint = " (procedures are statements: call them on a line of their own)" if e.func in self.c.procs else ""
+                hint = hint or did_you_mean(e.func, FUNCTIONS)
                 raise error("name", f"unknown function '{e.func}'{hint}", e.span)
             return A.Call(e.func, tuple(self.expr(a, scope, subst) for a in e.args), e.span)
         raise error("name", "unsupported expression", getattr(e, "span", None))
@@ -523,7 +547,7 @@ class _BodyContext:
             what = self.c.kinds.get(name, (None,))[0] or ("a local value" if scope.lookup(name) else None)
             if what:
                 raise error("name", f"'{name}' is a {what}, not an {kind}" if kind[0] in "aeiou" or kind.startswith("mb") else f"'{name}' is a {what}, not a {kind}", r.span)
-            raise error("name", f"{kind} '{name}' is not declared", r.span)
+            raise error("name", f"{kind} '{name}' is not declared{did_you_mean(name, [*table, *subst])}", r.span)
         decl = table[name]
         idx = pre + tuple(self.expr(i, scope, subst) for i in r.indices)
         if len(idx) != len(decl.dims):
@@ -578,7 +602,8 @@ class _BodyContext:
             if name in subst and isinstance(subst[name], A.Name):
                 name = subst[name].id
             if scope.lookup(name) != "ring":
-                raise error("name", f"'{s.ring}' is not a ring declared above", s.span)
+                rings = self._visible(scope, subst, ("ring",))
+                raise error("name", f"'{s.ring}' is not a ring declared above{did_you_mean(s.ring, rings)}", s.span)
             return A.Advance(name, s.span)
         if isinstance(s, A.For):
             lo, hi = ex(s.lo), ex(s.hi)
@@ -620,7 +645,8 @@ class _BodyContext:
             if s.bytes is None and s.tensormap is None:
                 raise error("rule", "a tma_load needs its size: `bytes N` or `map TENSORMAP`", s.span)
             if s.tensormap is not None and s.tensormap not in self.tensormaps:
-                raise error("name", f"tensor map '{s.tensormap}' is not declared", s.span)
+                raise error("name", f"tensor map '{s.tensormap}' is not declared"
+                            f"{did_you_mean(s.tensormap, self.tensormaps)}", s.span)
             self.const_range(s.bytes, 1, MAX_TX, "tma_load byte count", "tx-count range, PTX ISA 9.7.13.15.2")
             bar = self.ref(s.barrier, scope, subst, "mbarrier")
             self.tx_sources.add(bar.name)
@@ -687,7 +713,12 @@ class _BodyContext:
     def call(self, s: A.CallStmt, scope: _Scope, subst: dict[str, A.Expr], depth: int) -> Inlined:
         proc = self.c.procs.get(s.proc)
         if proc is None:
-            raise error("name", f"procedure '{s.proc}' is not defined (is an `import` missing?)", s.span)
+            hint = did_you_mean(s.proc, self.c.procs)
+            if not hint and "." not in s.proc:  # `advnace(st)`: a statement keyword misspelled, read as a call
+                from .parse import keywords
+                hint = did_you_mean(s.proc, keywords())
+                hint = hint.replace("did you mean", "did you mean the statement") if hint else ""
+            raise error("name", f"procedure '{s.proc}' is not defined{hint or ' (is an `import` missing?)'}", s.span)
         if len(s.args) != len(proc.params):
             raise error("name", f"'{s.proc}' takes {len(proc.params)} argument(s) ({', '.join(proc.params)}), "
                         f"given {len(s.args)}", s.span, Note("defined here", proc.span))

@@ -13,6 +13,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..core.diagnostics import Note, Span, SpecError, error
+from ..core.words import did_you_mean
 from . import ast as A
 
 MAX_IMPORT_DEPTH = 16
@@ -477,25 +478,113 @@ def _describe_expected(expected: set[str]) -> str:
     return ", ".join(names)
 
 
-def _syntax_error(file: str, exc: UnexpectedInput) -> SpecError:
+@functools.cache
+def keywords() -> tuple[str, ...]:
+    """The language's keywords (`wait`, `advance`, `expect_tx`, ...): the grammar's word-like literals."""
+    words = {t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
+    return tuple(sorted(w for w in words if w.isidentifier()))
+
+
+def _expected_keywords(expected: set[str]) -> list[str]:
+    parser = _parser()
+    out = []
+    for t in expected:
+        try:
+            pat = parser.get_terminal(t).pattern
+        except KeyError:
+            continue
+        if pat.type == "str" and pat.value.isidentifier():
+            out.append(pat.value)
+    return out
+
+
+def _syntax_error(file: str, exc: UnexpectedInput, text: str = "") -> SpecError:
     line = getattr(exc, "line", 0) or 0
     col = getattr(exc, "column", 0) or 0
     if isinstance(exc, UnexpectedCharacters):
         ch = exc.char
         msg = f"unexpected character {ch!r}"
         return error("syntax", msg, Span(file, line, col, line, col + 1))
-    if isinstance(exc, UnexpectedEOF):
+    if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
+        brace = _unclosed_brace(text, file)
+        if brace is not None:
+            return error("syntax", "this '{' is never closed: the file ends inside its block (a '}' is missing)", brace)
         return error("syntax", "the file ends inside a block: a '}' is missing", Span(file, max(line, 1), max(col, 1)))
     assert isinstance(exc, UnexpectedToken)
     tok = exc.token
-    if tok.type == "$END":
-        return error("syntax", "the file ends inside a block: a '}' is missing", Span(file, max(line, 1), max(col, 1)))
+    notes = []
+    brace = _unclosed_brace(text, file)
+    if brace is not None and (brace.line, brace.col) < (tok.line or 0, tok.column or 0):
+        if str(tok) in _OUTER_KEYWORDS:  # `role b ...` inside role a's body: a's '}' is missing
+            return error("syntax", f"this '{{' is never closed: '{tok}' on line {tok.line} cannot stand inside its "
+                         "block (a '}' is missing)", brace, Note(f"'{tok}' starts a new item here", _tspan(file, tok)))
+        notes.append(Note("is a '}' missing? no '}' at the indentation of this line closes this '{'", brace))
+    prev = _previous_name(exc)
+    if prev is not None and set(exc.expected) <= {"LPAR", "DOT"} and str(prev) in keywords():
+        # a keyword where no statement can start with it (`else` after a block that is not an if's)
+        return error("syntax", f"unexpected '{prev}' here", _tspan(file, prev), *notes)
+    if prev is not None and set(exc.expected) <= {"LPAR", "DOT"}:
+        # a word at the start of a statement that is no keyword: the parser read it as a procedure call
+        # and stumbles on the token after it; the word is the mistake
+        hint = did_you_mean(str(prev), keywords())
+        what = (f"'{prev}' is not a statement keyword{hint}" if hint else
+                f"'{prev}' is not a statement keyword: a statement starts with one (docs/language.md) or calls a "
+                f"procedure, `{prev}(...)`")
+        return error("syntax", what, _tspan(file, prev), *notes)
     exp = _describe_expected(set(exc.expected))
-    text = str(tok)
-    msg = f"unexpected {text!r}; expected {exp}"
-    if tok.type == "NAME" and "'}'" in exp:
-        msg += f" (is '{text}' a statement keyword? see docs/language.md)"
-    return error("syntax", msg, _tspan(file, tok))
+    text_ = str(tok)
+    msg = f"unexpected {text_!r}; expected {exp}"
+    if tok.type == "NAME":
+        hint = "" if text_ in keywords() else did_you_mean(text_, _expected_keywords(set(exc.expected)))
+        if hint:
+            msg = f"unexpected {text_!r}{hint}"
+        elif "'}'" in exp:
+            msg += f" (is '{text_}' a statement keyword? see docs/language.md)"
+    return error("syntax", msg, _tspan(file, tok), *notes)
+
+
+# what starts a kernel item or a file item, never a statement: seen inside a block, an earlier '}' is missing
+_OUTER_KEYWORDS = frozenset({"import", "kernel", "proc", "arch", "param", "const", "smem", "tmem", "mbarrier",
+                             "cluster", "role", "tensormap"})
+
+
+def _previous_name(exc: UnexpectedToken) -> Token | None:
+    """The NAME token the parser read just before the failing one, if that is what it read."""
+    try:
+        stack = exc.interactive_parser.parser_state.value_stack  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+    last = stack[-1] if stack else None
+    return last if isinstance(last, Token) and last.type == "NAME" else None
+
+
+def _unclosed_brace(text: str, file: str) -> Span | None:
+    """The '{' most likely missing its '}': the first whose closing brace sits at another indentation
+    than the line that opened it (the '}' meant for an outer block closed it), else the innermost one
+    left open at the end. None when every '{' is closed."""
+    stack: list[tuple[int, int, int]] = []  # (line, col, indentation of the opening line)
+    suspect: tuple[int, int] | None = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        indent = len(raw) - len(raw.lstrip(" \t"))
+        in_string = False
+        for i, ch in enumerate(raw):
+            if in_string:
+                in_string = ch != '"'
+            elif ch == '"':
+                in_string = True
+            elif ch == "#" or raw.startswith("//", i):
+                break
+            elif ch == "{":
+                stack.append((lineno, i + 1, indent))
+            elif ch == "}" and stack:
+                oline, ocol, oindent = stack.pop()
+                first_on_line = i == indent
+                if suspect is None and first_on_line and oline != lineno and oindent != indent:
+                    suspect = (oline, ocol)
+    if not stack:
+        return None
+    line, col = suspect if suspect is not None else stack[-1][:2]
+    return Span(file, line, col, line, col + 1)
 
 
 def _check_nesting(tree: Tree, file: str) -> None:
@@ -517,7 +606,7 @@ def parse_text(text: str, file: str) -> A.SpecFile:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
-        raise _syntax_error(file, exc) from None
+        raise _syntax_error(file, exc, text) from None
     _check_nesting(tree, file)
     try:
         items = _Build(file).transform(tree)
