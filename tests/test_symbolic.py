@@ -153,11 +153,14 @@ def test_points_text_forms():
     every = _pts(*[(a, b) for a in (1, 2, 3) for b in (1, 2)])
     assert points_text(_pts((1, 1), (1, 2)), every) == "A == 1"
     assert points_text(_pts((2, 1), (3, 1), (2, 2), (3, 2)), every) == "A >= 2"
-    assert points_text(_pts((1, 2), (3, 2)), every) == "A in {1, 3} and B == 2"
+    assert points_text(_pts((1, 2), (3, 2)), every) == "A != 2 and B == 2"  # a formula before a list of values
     assert points_text(every, every) == ""
     regions = [("A == 1", set(_pts((1, 1), (1, 2)))), ("B == 1", set(_pts((1, 1), (2, 1), (3, 1))))]
     assert points_text(_pts((1, 1), (1, 2), (2, 1), (3, 1)), every, regions) == "A == 1 or B == 1"
-    assert points_text(_pts((1, 1), (2, 2)), every).startswith("2 of 6 parameter values")
+    assert points_text(_pts((1, 1), (2, 2)), every) == "A == B"
+    grid = _pts(*[(a, b) for a in range(1, 7) for b in range(1, 7)])
+    mod3 = [p for p in grid if (p[0][1] + p[1][1]) % 3 == 0]  # no comparison of A and B says this
+    assert points_text(mod3, grid).startswith(f"{len(mod3)} of 36 parameter values")
 
 
 def test_all_params_states_the_k_tiles_condition_and_the_narrowed_range_verifies():
@@ -218,3 +221,101 @@ kernel k {
     assert data["verdict"] == "findings"
     messages = [f["message"] for f in data["static"]]
     assert any("out of range" in m and "N=1" in m for m in messages), messages
+
+
+# ---------------------------------------------------------------- conditions as formulas (issue 17)
+import itertools
+import re
+
+from pipecheck.symbolic.predicates import smallest
+
+CONDITIONS = sorted((ROOT / "tests" / "data" / "conditions").glob("*.pipe"))
+
+
+def _holds(formula: str, env: dict[str, int]) -> bool:
+    """A condition's formula evaluated at one point (`valid[1]` is the element of a choice)."""
+    py = re.sub(r"(\w+)\[(\d+)\]", r"\1__\2", formula)
+    return bool(eval(py, {"__builtins__": {}}, {re.sub(r"(\w+)\[(\d+)\]", r"\1__\2", k): v for k, v in env.items()}))
+
+
+def _atoms_in(formula: str) -> int:
+    return len(re.split(r" and | or ", formula))
+
+
+_OPS = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}
+
+
+@st.composite
+def _grid_and_formula(draw):
+    names = ["P", "Q", "R"][:draw(st.integers(1, 3))]
+    ranges = [range(draw(st.integers(0, 2)), draw(st.integers(3, 6))) for _ in names]
+    rows = list(itertools.product(*ranges))
+
+    def atom():
+        a = draw(st.sampled_from(range(len(names))))
+        op = draw(st.sampled_from(sorted(_OPS)))
+        if len(names) > 1 and draw(st.booleans()):
+            b = draw(st.sampled_from([i for i in range(len(names)) if i != a]))
+            return lambda r: _OPS[op](r[a], r[b])
+        c = draw(st.sampled_from(list(ranges[a])))
+        return lambda r: _OPS[op](r[a], c)
+
+    first, second = atom(), atom()
+    join = draw(st.sampled_from(["one", "and", "or"]))
+    holds = {"one": first, "and": lambda r: first(r) and second(r), "or": lambda r: first(r) or second(r)}[join]
+    return names, rows, [i for i, r in enumerate(rows) if holds(r)], 1 if join == "one" else 2
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_grid_and_formula())
+def test_the_formula_found_holds_at_exactly_the_failing_points_and_is_no_larger(case):
+    names, rows, hit, size = case
+    found = smallest(names, rows, hit)
+    if not hit or len(hit) == len(rows):
+        assert found is None  # nothing to say: never, or always
+        return
+    assert found is not None, (names, hit)
+    assert [i for i, r in enumerate(rows) if _holds(found, dict(zip(names, r)))] == hit, found
+    assert _atoms_in(found) <= size, found
+    assert smallest(names, rows, hit) == found  # deterministic
+
+
+def test_a_set_no_small_formula_fits_is_left_to_the_list():
+    rows = list(itertools.product(range(1, 7), range(1, 7)))
+    assert smallest(["A", "B"], rows, [i for i, (a, b) in enumerate(rows) if (a * b) % 5 == 1]) is None
+
+
+def _condition(finding: dict) -> str:
+    return re.sub(r" \(witness: [^)]*\)$", "", finding["condition"] or "")
+
+
+@pytest.mark.parametrize("path", [p for p in CONDITIONS if "param " in p.read_text()], ids=lambda p: p.stem)
+def test_a_sweeps_condition_is_a_formula_that_agrees_with_every_point_run_alone(path: Path):
+    data = verify_json(path, "--all-params", "--all", "--max-states", "20000")
+    assert data["findings"], "the spec is here to fail somewhere"
+    kernel = load_checked(str(path), {}, {})
+    ranges = {p.name: range(p.lo, p.hi + 1) for p in kernel.params}
+    alone = {}
+    for values in itertools.product(*ranges.values()):
+        env = dict(zip(ranges, values))
+        args = [a for n, v in env.items() for a in ("-D", f"{n}={v}")]
+        point = verify_json(path, *args, "--all", "--max-states", "20000")
+        alone[values] = {(f["code"], f["location"]["line"]) for f in point["findings"]}
+    for f in data["findings"]:
+        formula = _condition(f)
+        assert formula and "parameter values" not in formula and " in {" not in formula, formula
+        for values, seen in alone.items():
+            shows = (f["code"], f["location"]["line"]) in seen
+            assert _holds(formula, dict(zip(ranges, values))) == shows, (formula, values)
+
+
+def test_a_choice_condition_is_a_formula_over_the_choices_elements():
+    path = ROOT / "tests" / "data" / "conditions" / "choice_pair.pipe"
+    result = verify_file(str(path), Options())
+    assert result.issues
+    every = {cfg for run in result.runs for cfg in run.cclass.members}
+    for issue in result.issues:
+        assert " in {" not in issue.condition, issue.condition
+        for cfg in every:
+            env = {f"{name}[{i}]": v for name, vals in cfg.choices for i, v in enumerate(vals)}
+            assert _holds(issue.condition, env) == (cfg in issue.configs), (issue.condition, cfg)

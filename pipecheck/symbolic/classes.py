@@ -20,6 +20,7 @@ from ..lang.check import CheckedKernel, Inlined
 from ..lang.lower import RoleCode, signature_nodes
 from ..model.ir import RChoice, RElect, RExpr, ROp, expr_text
 from ..model.threads import FULL_MASK
+from .predicates import smallest
 from .terms import ParamSpace, Point, Term, Unsupported, as_bool, as_int, ast_term, ir_term, mentions_only
 
 MAX_REGIONS = 256
@@ -462,17 +463,32 @@ def points_text(hit: Sequence[Point], universe: Sequence[Point], regions: Region
     size = 1
     for i in varying:
         size *= len(per[i])
+    box = ""
     if size == len(hit_set):  # a box: one set of values per parameter
         parts = []
+        intervals = True
         for i in varying:
             all_values = {p[i][1] for p in every}
             if per[i] != all_values:
                 parts.append(_values_text(names[i], per[i], all_values))
-        return " and ".join(parts)
+                intervals = intervals and len(_runs(per[i])) == 1
+        box = " and ".join(parts)
+        if intervals:
+            return box
     regions = regions() if callable(regions) else regions
     chosen = [text for text, pts in regions if pts and pts <= hit_set]
-    if chosen and set().union(*(pts for text, pts in regions if pts and pts <= hit_set)) == hit_set:
+    exact = bool(chosen) and set().union(*(pts for text, pts in regions if pts and pts <= hit_set)) == hit_set
+    if exact and len(chosen) == 1:  # one of the spec's own branch conditions
+        return chosen[0]
+    # a small formula over the parameters that holds at exactly these points (docs/symbolic.md)
+    formula = smallest([names[i] for i in varying], [tuple(p[i][1] for i in varying) for p in every],
+                       [k for k, p in enumerate(every) if p in hit_set])
+    if formula is not None:
+        return formula
+    if exact:
         return " or ".join(f"({t})" if " and " in t else t for t in chosen)
+    if box:
+        return box
     listed = sorted(hit_set)
     shown = "; ".join(point_text(tuple(p[i] for i in varying)) for p in listed[:3])
     more = f"; and {len(listed) - 3} more" if len(listed) > 3 else ""
@@ -507,7 +523,12 @@ def configs_text(hit: Sequence[Choice], every: Sequence[Choice], esites: Sequenc
         all_v = sorted({v for c in every for n, v in c.choices if n == name})
         if chosen_v != all_v:
             fmt = lambda v: str(v[0]) if len(v) == 1 else str(list(v))  # noqa: E731
-            parts.append(f"{name} = {fmt(chosen_v[0])}" if len(chosen_v) == 1
+            width = len(all_v[0])
+            formula = None
+            if len(chosen_v) > 1 and all(len(v) == width for v in all_v):
+                elems = [name] if width == 1 else [f"{name}[{i}]" for i in range(width)]
+                formula = smallest(elems, all_v, [k for k, v in enumerate(all_v) if v in chosen_v])
+            parts.append(formula if formula is not None else f"{name} = {fmt(chosen_v[0])}" if len(chosen_v) == 1
                          else f"{name} in {{{', '.join(fmt(v) for v in chosen_v)}}}")
     return " and ".join(parts)
 
@@ -520,14 +541,19 @@ def condition_text(hits: Mapping[Point, Sequence[Choice]], universe: Mapping[Poi
     for point, chosen in hits.items():
         by_text.setdefault(configs_text(chosen, universe[point], esites, partitions.get(point)), []).append(point)
     all_points = list(universe)
+    def grouped(t: str) -> str:  # "K == 1 or K == 3" joined with "and ...": keep it one clause
+        return f"({t})" if " or " in t else t
+
     if len(by_text) == 1:
         (ctext, pts), = by_text.items()
         ptext = points_text(pts, all_points, regions)
-        return " and ".join(t for t in (ptext, ctext) if t)
+        if ptext and ctext:
+            return f"{grouped(ptext)} and {grouped(ctext)}"
+        return ptext or ctext
     parts = []
     for ctext, pts in sorted(by_text.items(), key=lambda kv: min(kv[1])):
         ptext = points_text(pts, all_points, regions) or "any parameter values"
-        parts.append(ptext + (f" and {ctext}" if ctext else ""))
+        parts.append(grouped(ptext) + (f" and {grouped(ctext)}" if ctext else ""))
     return "; or ".join(parts)
 
 
