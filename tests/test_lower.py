@@ -61,3 +61,56 @@ def test_elect_lowest_is_one_configuration():
     k, codes, _ = _load("specs/cutlass_3722.pipe")
     cc = config_classes(k, codes, "lowest")
     assert len(cc) == 1 and cc[0].representative.elect == ((0xFFFFFFFF, 0),)
+
+
+# --- long loops of local steps (issue 19): folded, so threads that only advance cost O(1)
+
+LONG_RING = (ROOT / "examples/ring.pipe").read_text().replace("param K_TILES = 8 in 1..16",
+                                                              "param K_TILES = 300000 in 1..300000")
+
+
+def test_a_loop_that_only_advances_is_folded(tmp_path):
+    from pipecheck.model.ir import ADVANCE, BRANCH, LET
+    path = tmp_path / "long.pipe"
+    path.write_text(LONG_RING)
+    sources: dict = {}
+    k = load_checked(str(path), {}, sources)
+    codes, _ = resolve_roles(k, sources)
+    cc = config_classes(k, codes, "lowest")[0]
+    idle = next(cl for cl in cc.classes if cl.label == "producer lanes 1-31")
+    ops = [i.op for i in idle.program.instrs]
+    assert len(ops) < 8 and BRANCH not in ops and ADVANCE not in ops, ops
+    folded = [i for i in idle.program.instrs if i.op == LET and i.args[1].args[1].value == 300000]
+    assert len(folded) == 1  # the ring advanced K_TILES times at once
+    elected = next(cl for cl in cc.classes if cl.label == "producer lane 0")
+    assert BRANCH in [i.op for i in elected.program.instrs]  # the lane that loads keeps its loop
+
+
+def test_a_long_loop_with_visible_steps_is_searched(tmp_path):
+    from conftest import cli
+    path = tmp_path / "long.pipe"
+    path.write_text(LONG_RING)
+    code, out, err = cli("verify", str(path), "--max-states", "300")
+    assert code == 3 and "million steps" not in err and "stopped by max-states" in out, err
+
+
+def test_a_loop_that_does_nothing_visible_still_errs(tmp_path):
+    # the fold needs constant bounds; a loop bounded by a thread's own choice that does nothing visible
+    # for a million steps is still the spec error
+    from conftest import cli
+    path = tmp_path / "idle.pipe"
+    path.write_text("kernel k {\n  role r thread {\n    choose c in 1 .. 2\n    ring st(2)\n"
+                    "    for k in 0 .. c * 600000 { advance st }\n  }\n}\n")
+    code, _, err = cli("verify", str(path))
+    assert code == 2 and "a loop runs over a million steps without a barrier, TMA or read statement" in err
+    assert "idle.pipe:5:" in err
+
+
+def test_short_loops_are_not_folded():
+    from pipecheck.lang.lower import FOLD_MIN_TRIPS
+    from pipecheck.model.ir import BRANCH
+    k, codes, _ = _load("examples/ring.pipe")
+    assert k.params[1].value < FOLD_MIN_TRIPS
+    cc = config_classes(k, codes, "lowest")[0]
+    idle = next(cl for cl in cc.classes if cl.label == "producer lanes 1-31")
+    assert BRANCH in [i.op for i in idle.program.instrs]  # what --every merges stays as it is

@@ -463,6 +463,9 @@ class _Specialiser:
             self.emit(LET, (slot, lo_e), site)
             head = self.emit(BRANCH, (ROp("<", (RVar(slot, ""), hi_e)),), site)
             self.block(body)
+            if isinstance(lo_e, RConst) and isinstance(hi_e, RConst) and self.fold(head, hi_e.value - lo_e.value,
+                                                                                 _slots_of(body) | {slot}, site):
+                return
             self.emit(LET, (slot, ROp("+", (RVar(slot, ""), RConst(1)))), site)
             self.emit(JUMP, (), site, head)
             self.patch(head, len(self.code))
@@ -495,6 +498,32 @@ class _Specialiser:
         else:
             raise AssertionError(kind)
 
+    def fold(self, head: int, trips: int, inner: set[int], site: int) -> bool:
+        """A long loop of local steps only (`advance`, `let`) becomes its effect: each ring advanced
+        trips x n times at once, so threads that only advance (non-elected producer lanes) cost O(1).
+
+        The loop's own and inner `let`s are dead after it (block scope) and dropped; every other write
+        must add a constant. Short loops stay as they are (what --every merges)."""
+        if trips < FOLD_MIN_TRIPS:
+            return False
+        body = self.code[head + 1:]
+        adds: dict[int, int] = {}
+        for ins in body:
+            if ins.op == ADVANCE:
+                adds[ins.args[0]] = adds.get(ins.args[0], 0) + 1
+            elif ins.op == LET and ins.args[0] in inner:
+                if not _cannot_fail(ins.args[1]):
+                    return False
+            elif ins.op == LET and isinstance(ins.args[1], ROp) and ins.args[1].op == "+" \
+                    and ins.args[1].args[0] == RVar(ins.args[0], "") and isinstance(ins.args[1].args[1], RConst):
+                adds[ins.args[0]] = adds.get(ins.args[0], 0) + ins.args[1].args[1].value
+            else:
+                return False
+        del self.code[head - 1:]
+        for s, n in sorted(adds.items()):
+            self.emit(LET, (s, ROp("+", (RVar(s, ""), RConst(n * trips)))), site)
+        return True
+
     def op_args(self, op: str, args: tuple, site: int) -> tuple:
         out: list = []
         for a in args:
@@ -512,6 +541,36 @@ class _Specialiser:
             if op in ops:
                 out.append(self.ghosts[name])
         return tuple(out)
+
+
+# loops of local steps that run at least this often are folded into their effect (_Specialiser.fold)
+FOLD_MIN_TRIPS = 1024
+_NEVER_FAILS = frozenset({"+", "-", "*", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!", "?:", "min", "max", "&",
+                          "|", "^", "~"})
+
+
+def _cannot_fail(e: RExpr) -> bool:
+    """No division, modulo or shift: evaluating `e` raises no error, so dropping it changes nothing."""
+    if isinstance(e, ROp):
+        return e.op in _NEVER_FAILS and all(_cannot_fail(a) for a in e.args)
+    return isinstance(e, (RConst, RVar, RRing))
+
+
+def _slots_of(body) -> set[int]:
+    """The slots a resolved block declares (let, for, choose, ring), nested blocks included."""
+    out: set[int] = set()
+    for s in body:
+        kind = s[0]
+        if kind in ("let", "choose", "ring"):
+            out.add(s[1])
+        elif kind == "for":
+            out.add(s[1])
+            out |= _slots_of(s[4])
+        elif kind == "if":
+            out |= _slots_of(s[2]) | _slots_of(s[3])
+        elif kind == "block":
+            out |= _slots_of(s[1])
+    return out
 
 
 def _truth(e: RExpr) -> RExpr:
