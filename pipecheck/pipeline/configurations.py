@@ -121,6 +121,10 @@ def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
         if elect == "lowest" or not masks:
             low = tuple(lowest_lane(m) for m in masks)
             orbits = [(low, [low])]
+        elif elect.isdigit():  # one lane forced where the mask has it (`replay --elect-lane N`)
+            lane = int(elect)
+            pick = tuple(lane if m >> lane & 1 else lowest_lane(m) for m in masks)
+            orbits = [(pick, [pick])]
         else:
             partition = _partition(kernel, codes, masks, dict(chosen), cache)
             orbits = elect_orbits(partition, masks)

@@ -16,6 +16,7 @@ from ..model.threads import Config, lowest_lane, split_classes
 from ..ptx.defaults import Choice, choose_defaults
 from ..ptx.frontend import (LaunchOptions, PtxProgram, classes_for, configurations, find_regions, kernel_of,
                             parse_entry, program_at)
+from ..ptx.launch import is_launch_file, read_launch
 from ..ptx.nvcc import compile_cuda
 from ..search.explore import Found, explore
 from ..search.footprints import Footprints
@@ -42,10 +43,12 @@ class PtxInfo:
     choices: list[Choice]
     overrides: dict[str, int]
     smallest: tuple[str, ...] = ()  # the loop bounds run once: the finding showed there, before the defaults
+    launch: str = ""  # the `pipecheck capture` record whose parameter bytes and shape were used
+    captured: tuple[str, ...] = ()  # the parameters read from that record's bytes
 
 
 def is_kernel_file(path: str) -> bool:
-    return path.endswith(PTX_SUFFIXES)
+    return path.endswith(PTX_SUFFIXES) or is_launch_file(path)
 
 
 def call_chain(site, depth: int = 3) -> str:
@@ -80,14 +83,27 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
                     "its parameter values (set them with -D param_<offset>=N)", None)
     sources: dict[str, str] = {}
     ptx_path, command = path, ""
-    if not path.endswith(".ptx"):
-        ptx_path, command = compile_cuda(path, options.nvcc_flags)
-    lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
+    launch = read_launch(path) if path.endswith(".json") else None
+    if launch is not None:  # a launch `pipecheck capture` recorded: its module, shape and parameter bytes
+        ptx_path = launch.image
+        lo = LaunchOptions(options.entry or launch.kernel, options.block or launch.block,
+                           options.cluster or launch.cluster, options.grid or launch.grid)
+    else:
+        if not path.endswith(".ptx"):
+            ptx_path, command = compile_cuda(path, options.nvcc_flags)
+        lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
     pz = parse_entry(ptx_path, lo, sources)
     choices = choose_defaults(pz)
     defaults = {c.offset: (c.value, c.nbytes) for c in choices}
     values = dict(defaults)
     overrides: dict[str, int] = {}
+    captured: list[str] = []
+    if launch is not None:
+        for c in choices:
+            v = launch.value(c.offset, c.nbytes)
+            if v is not None:
+                values[c.offset] = (v, c.nbytes)
+                captured.append(f"param_{c.offset}")
     for name, v in options.overrides:
         if not name.startswith("param_"):
             raise error("usage", f"-D {name}: a PTX kernel's parameters are named param_<byte offset> (the report "
@@ -98,7 +114,8 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             raise error("usage", f"-D {name}: expected param_<byte offset>, e.g. param_12", None) from None
         values[off] = (v, values.get(off, (0, 4))[1])
         overrides[name] = v
-    loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides]
+    loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides
+             and f"param_{c.offset}" not in captured]
     first = None
     if loops and options.explore:
         # the loops once first: a protocol broken there shows it in a short schedule; the defaults (every
@@ -108,10 +125,11 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
         first = _check_point(path, pz, small, defaults, options, start, progress, sources)
         if first.issues or first.stopped:
             first.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
-                                tuple(f"param_{c.offset}" for c in loops))
+                                tuple(f"param_{c.offset}" for c in loops), path if launch else "", tuple(captured))
             return first
     res = _check_point(path, pz, values, defaults, options, start, progress, sources)
-    res.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides)
+    res.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
+                      launch=path if launch else "", captured=tuple(captured))
     if first is not None:  # the time and states of both points
         res.seconds = time.perf_counter() - start
     return res
@@ -152,7 +170,7 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
                 sym = Symmetric(model)
                 base = sym if sym.active else model
             system = Reduced(base, Footprints(model)) if options.reduce else base
-            exp = explore(system, limits, progress, Interner() if options.compact else None)
+            exp = explore(system, limits, progress, Interner(options.stats) if options.compact else None)
         except EvalError as exc:
             raise spec_error(exc, prog.sites) from None
         runs.append(Run(cc, model, exp, (), base))

@@ -702,6 +702,9 @@ def configurations(prog: PtxProgram, elect: str) -> list[Config]:
     masks = prog.masks
     if elect == "lowest" or not masks:
         return [Config(tuple((m, _lowest(m)) for m in masks))]
+    if elect.isdigit():  # one lane forced where the mask has it (`replay --elect-lane N`)
+        lane = int(elect)
+        return [Config(tuple((m, lane if m >> lane & 1 else _lowest(m)) for m in masks))]
     lanes = [[k for k in range(32) if m >> k & 1] for m in masks]
     return [Config(tuple(zip(masks, pick))) for pick in itertools.product(*lanes)]
 
