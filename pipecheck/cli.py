@@ -12,6 +12,7 @@ from typing import Sequence, TextIO
 
 from .core.diagnostics import Diagnostic, SpecError, render
 from .pipeline.result import Options, Result
+from .pipeline.limits import LimitReached
 from .pipeline.verify import load_checked, verify_file
 from .search.explore import Limits
 
@@ -428,6 +429,11 @@ def _verify_all(args, options: Options, out: TextIO, stderr: TextIO) -> int:
                     result = verify_file(spec, options, progress)
             else:
                 result = verify_file(spec, options)
+        except LimitReached as hit:  # a limit stopped the run before the spec was even checked
+            line = f"{spec}: inconclusive: stopped by {hit.limit} in {hit.where}; no finding so far\n"
+            (out if args.format == "text" else stderr).write(line)
+            codes.append(EXIT_INCONCLUSIVE)
+            continue
         except SpecError as exc:
             sources: dict[str, str] = {}
             try:

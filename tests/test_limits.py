@@ -43,17 +43,18 @@ def test_max_states_json_says_why_and_how_far():
 
 def test_timeout_stops_with_exit_3():
     # the full interleaving graph of a deep ring is far too big for a tenth of a second
+    # (3 s: a shorter timeout may stop the run while the spec is still being checked, and say so)
     code, out, err = cli("verify", RING, "-D", "K_TILES=16", "-D", "STAGES=8", "--no-reduction", "--no-symmetry",
-                         "--timeout", "0.1")
+                         "--timeout", "3")
     assert code == 3, err
     assert "inconclusive: stopped by timeout" in out and ", depth " in out
 
 
 def test_max_memory_stops_with_exit_3():
-    # the interpreter alone holds more than 1 MB, so the first check stops the search
+    # the interpreter alone holds more than 1 MB, so the first check stops the run (in whichever phase it is)
     code, out, _ = cli("verify", RING, "--max-memory", "1")
     assert code == 3
-    assert "inconclusive: stopped by max-memory after" in out
+    assert "inconclusive: stopped by max-memory" in out and "no finding so far" in out
 
 
 def test_a_limit_after_a_finding_keeps_the_finding():
@@ -296,3 +297,108 @@ def test_a_ring_stage_count_from_a_constant_ternary(spec):
     p = spec(_kernel("  role r thread {\n    ring st(4 KiB ? 2 : 3)\n    read A tile st.index\n  }\n"))
     code, out, err = cli("verify", str(p))
     assert code == 1 and "[stale-read]" in out, err
+
+
+# ---------------------------------------------------------------- limits in every phase (pipeline/limits.py)
+
+def test_a_kernel_that_cannot_launch_is_reported_at_once(spec):
+    # a million stages: 16 GB of SMEM. Reported from the parameters alone; nothing is lowered or searched
+    import time
+    text = (ROOT / "examples" / "ring.pipe").read_text().replace("param STAGES  = 4 in 1..8",
+                                                                 "param STAGES = 1000000 in 1..1000000")
+    t0 = time.perf_counter()
+    code, out, err = cli("verify", str(spec(text)), "--timeout", "20", "--max-memory", "500")
+    assert code == 1, err
+    assert "[smem-budget]" in out and "(0 states, 0 configurations)" in out
+    assert time.perf_counter() - t0 < 15  # generous: it takes about a second
+
+
+def test_timeout_holds_while_the_spec_is_checked(spec):
+    # 200,000 statements take tens of seconds to parse and check; --timeout 1 stops that, exit 3, naming the phase
+    import time
+    body = "\n".join("    syncwarp" for _ in range(200_000))
+    path = spec("kernel big {\n  smem A bytes 1024\n  role p warp {\n" + body + "\n  }\n}\n")
+    t0 = time.perf_counter()
+    code, out, err = cli("verify", str(path), "--timeout", "1")
+    assert time.perf_counter() - t0 < 10, "the timeout was not honoured while checking"
+    assert code == 3, err
+    assert out.startswith(f"{path}: inconclusive: stopped by timeout in checking (reading and checking the spec) at ")
+    assert out.rstrip().endswith("; no finding so far") and "Traceback" not in err
+
+
+def test_max_memory_holds_while_the_spec_is_checked(spec):
+    code, out, err = cli("verify", RING, "--max-memory", "1", "--format", "json")
+    assert code == 3, err
+    # before the spec is checked there is no kernel to report: the line goes to stderr, stdout stays JSON-free
+    if out:
+        data = json.loads(out)
+        assert data["verdict"] == "inconclusive" and data["stopped"] == "max-memory" and "stopped_in" in data
+    else:
+        assert "inconclusive: stopped by max-memory in checking" in err
+
+
+def _slow(seconds: float):
+    import time
+
+    def wrap(fn):
+        def slow(*args, **kw):
+            time.sleep(seconds)  # the watch's timer interrupts the sleep, as it would a long computation
+            return fn(*args, **kw)
+        return slow
+    return wrap
+
+
+@pytest.mark.parametrize("target,phase", [
+    ("resolve_roles", "lowering"),
+    ("config_classes", "class building"),
+    ("static.tx_accounting", "static checks"),
+    ("Model", "model building"),
+])
+def test_timeout_holds_in_every_phase(monkeypatch, target, phase):
+    # each phase made slow in turn (30 s): --timeout 1 stops it there, inconclusive, saying which phase and how far
+    import time
+    from pipecheck.pipeline import verify as V
+    from pipecheck.pipeline.result import Options
+    from pipecheck.search.explore import Limits
+    owner, _, name = target.rpartition(".")
+    obj = getattr(V, owner) if owner else V
+    monkeypatch.setattr(obj, name, _slow(30)(getattr(obj, name)))
+    t0 = time.perf_counter()
+    r = V.verify_file(RING, Options(limits=Limits(max_states=10_000, timeout=1.0, stop_at_first=True)))
+    assert time.perf_counter() - t0 < 10
+    assert r.verdict == "inconclusive" and r.exit_code == 3 and r.stopped == "timeout"
+    assert r.stopped_in.startswith(phase), r.stopped_in
+    if phase != "lowering":
+        assert "(parameter point 1 of 1, 0 configuration(s) explored)" in r.stopped_in
+    from pipecheck.report.text import render_result
+    assert f"inconclusive: stopped by timeout in {phase}" in render_result(r)
+
+
+def test_timeout_holds_in_z3(monkeypatch):
+    import time
+    from pipecheck.symbolic import bmc
+    monkeypatch.setattr(bmc, "search", _slow(30)(bmc.search))
+    t0 = time.perf_counter()
+    code, out, err = cli("verify", RING, "--engine", "bmc", "--depth", "4", "--timeout", "1")
+    assert time.perf_counter() - t0 < 10
+    assert code == 3 and "stopped by timeout in bmc (parameter point 1 of 1" in out, out + err
+
+
+def test_a_limit_past_a_finding_keeps_it(monkeypatch, spec):
+    # --all-params: the first point shows the hang; later points are slow to build; the limit then stops the run
+    # between points and the finding is reported (exit 1), not lost
+    from pipecheck.pipeline import verify as V
+    slow_after = {"n": 0}
+    real = V.config_classes
+
+    def classes(*args, **kw):
+        slow_after["n"] += 1
+        if slow_after["n"] > 1:
+            import time
+            time.sleep(0.5)
+        return real(*args, **kw)
+    monkeypatch.setattr(V, "config_classes", classes)
+    path = str(ROOT / "specs" / "cutlass_3722.pipe")
+    code, out, err = cli("verify", path, "--all-params", "-D", "STAGES=2..3", "-D", "K_TILES=3..12", "--timeout", "4")
+    assert code == 1, out + err
+    assert "[hang]" in out and "stopped by timeout" in out

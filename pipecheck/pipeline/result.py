@@ -97,6 +97,7 @@ class Result:
     plan: sweep.Plan | None = None  # parameter points and regions, and the time of each symbolic step
     every: object = None  # every.Every: what a --every run said for all values of the bound
     ptx: object = None  # pipeline.ptx.PtxInfo: for a PTX kernel, the parameters chosen and what was compiled
+    stopped_in: str = ""  # where a limit stopped the run outside the search: "lowering (...), after 20.0 s and 480 MB"
 
     @property
     def exit_code(self) -> int:

@@ -24,6 +24,7 @@ from ..search.visited import Interner
 from ..symbolic import static, sweep
 from ..symbolic.terms import Point
 from .configurations import ElectSite, config_classes, elect_sites
+from . import limits as watch
 from .every import verify_every
 from .ptx import is_kernel_file, verify_ptx
 from .result import Issue, Options, Result, Run, spec_error
@@ -31,6 +32,8 @@ from .result import Issue, Options, Result, Run, spec_error
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
 # what the main run explored (the re-run has no partial-order reduction), within these bounds
 SCHEDULING_BUDGET = (2_000, 5, 50_000)
+# static findings that say the kernel cannot launch: reported at once, nothing is searched
+LAUNCH = ("smem-budget",)
 
 
 def load_checked(path: str, overrides: Mapping[str, int], sources: dict[str, str]) -> CheckedKernel:
@@ -44,7 +47,26 @@ def verify_file(path: str, options: Options = Options(),
                 reuse: tuple[sweep.Plan, dict[str, str]] | None = None) -> Result:
     """Verify one spec; raises SpecError (with diagnostics) when the spec itself is wrong.
 
-    `reuse`: the plan and sources of an earlier run with the same parameters (no re-parsing)."""
+    --timeout and --max-memory hold in every phase (pipeline/limits.py): a run they stop before
+    any finding is inconclusive, saying in which phase; before the spec is checked, the
+    `LimitReached` goes to the caller. `reuse`: the plan and sources of an earlier run with the
+    same parameters (no re-parsing)."""
+    guard = watch.watch(options.limits)
+    with guard as w:
+        try:
+            return _verify_file(path, options, progress, reuse)
+        except watch.LimitReached as hit:
+            if not isinstance(guard, watch.Watch) or "kernel" not in w.stash:
+                raise  # the outermost run reports it; before the spec is checked there is no kernel to name
+            w.disarm()
+            st = w.stash
+            return Result(path, st["kernel"], options, "inconclusive", [], list(st.get("runs", [])),
+                          st.get("sites", []), st.get("sources", {}), [], hit.seconds, hit.limit, [],
+                          st.get("plan"), stopped_in=hit.where)
+
+
+def _verify_file(path: str, options: Options, progress: Callable[[int, int, float], None] | None,
+                 reuse: tuple[sweep.Plan, dict[str, str]] | None) -> Result:
     if is_kernel_file(path):  # a compiled kernel: the PTX front end
         return verify_ptx(path, options, progress)
     if options.every is not None:
@@ -56,9 +78,15 @@ def verify_file(path: str, options: Options = Options(),
         sources = {}
         plan = sweep.plan(path, options.overrides, options.all_params, options.ranges, sources)
     kernel = plan.kernel
+    watch.stash(kernel=kernel, sources=sources, plan=plan)
+    if not options.all_params and any(d.code in LAUNCH for d in plan.param_findings):  # it cannot launch
+        return Result(path, kernel, options, "findings", [], [], [], sources, [], time.perf_counter() - start,
+                      None, sweep.sort_static(plan.param_findings), plan)
+    watch.phase("lowering", "the roles at the default parameters")
     codes, sites = resolve_roles(kernel, sources, options.lockstep)
     esites = elect_sites(codes, sites)
     runs: list[Run] = []
+    watch.stash(runs=runs, sites=sites)
     stopped = None
     expected = 0
     universe: dict[Point, list[Config]] = {}
@@ -68,15 +96,23 @@ def verify_file(path: str, options: Options = Options(),
     explored: dict[tuple, tuple[Model, Exploration, object]] = {}
     lane_cache: dict = {}
     t_classes = t_static = 0.0
-    for point in plan.points:
+    for n, point in enumerate(plan.points, 1):
+        if watch.tripped():  # a limit passed between phases (with a finding in hand, the watch waits for this)
+            stopped = stopped or watch.tripped()
+            break
+        at = f"parameter point {n} of {len(plan.points)}, {len(runs)} configuration(s) explored"
         try:
             t0 = time.perf_counter()
+            watch.phase("checking", at)
             k = plan.checked_at(point)
+            watch.phase("lowering", at)
             pcodes, psites = (codes, sites) if k is kernel else resolve_roles(k, sources, options.lockstep)
+            watch.phase("class building", at)
             cclasses = config_classes(k, pcodes, options.elect, lane_cache)
             if options.only is not None:
                 cclasses = [cc for cc in cclasses if any(cfg in cc.members for cfg in options.only)]
             t1 = time.perf_counter()
+            watch.phase("static checks", at)
             for cc in cclasses:
                 collector.add(point, (plan.order(point), len(runs)), cc.members, static.tx_accounting(k, cc.classes, psites))
             t_classes, t_static = t_classes + t1 - t0, t_static + time.perf_counter() - t1
@@ -100,6 +136,7 @@ def verify_file(path: str, options: Options = Options(),
             key = sweep.exploration_key(k, classes)
             try:
                 if key not in explored:  # equal keys explore the same graph: once is enough
+                    watch.phase("model building", at)
                     model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
                     base = model
                     if options.symmetry:
@@ -107,10 +144,12 @@ def verify_file(path: str, options: Options = Options(),
                         base = sym if sym.active else model
                     if options.engine == "bmc":
                         from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
+                        watch.phase("bmc", at)
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
                         system = Reduced(base, Footprints(model)) if options.reduce else base
                         encode = Interner() if options.compact else None
+                        watch.phase("search", at)
                         explored[key] = (model, explore(system, limits, progress, encode), base)
             except EvalError as exc:
                 if not options.all_params:
@@ -119,9 +158,14 @@ def verify_file(path: str, options: Options = Options(),
                 break
             model, exp, base = explored[key]
             runs.append(Run(cc, model, exp, point, base))
+            if exp.found:
+                watch.found()
             if exp.stopped and exp.stopped != "first-finding":
                 stopped = exp.stopped
     plan.seconds.update({"classes": t_classes, "byte-accounting": t_static})
+    if stopped is not None:
+        watch.wrap_up()  # a stopped run still collects and reports what it found
+    watch.phase("conditions", f"{len(runs)} configuration(s) explored")
     issues = _collect(runs, universe, partitions, esites, plan)
     if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
         _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))

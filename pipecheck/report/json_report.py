@@ -88,6 +88,8 @@ def to_dict(result: Result) -> dict:
                        "max_memory_mb": result.options.limits.max_memory_mb},
         },
     }
+    if getattr(result, "stopped_in", ""):  # a limit stopped the run outside the search (pipeline/limits.py)
+        out["stopped_in"] = result.stopped_in
     ptx = getattr(result, "ptx", None)
     if ptx is not None:  # a compiled kernel: its entry, launch and where each parameter value comes from
         params = []

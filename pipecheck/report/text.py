@@ -43,7 +43,8 @@ def _header(result: Result) -> str:
     if result.verdict == "verified":
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":
-        return f"{head}: inconclusive: stopped by {result.stopped} after {stats}; no finding so far"
+        where = f" in {result.stopped_in}," if getattr(result, "stopped_in", "") else ""  # outside the search
+        return f"{head}: inconclusive: stopped by {result.stopped}{where} after {stats}; no finding so far"
     codes = ", ".join(dict.fromkeys([i.code for i in result.issues] + [d.code for d in result.static]))
     n = len(result.issues) + len(result.static)  # static findings (symbolic/static.py) count too
     tail = f"; stopped by {result.stopped}, so the search is incomplete" if result.stopped else ""
