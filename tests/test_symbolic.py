@@ -226,6 +226,7 @@ kernel k {
 # ---------------------------------------------------------------- conditions as formulas (issue 17)
 import itertools
 import re
+from dataclasses import replace
 
 from pipecheck.symbolic.predicates import smallest
 
@@ -319,3 +320,52 @@ def test_a_choice_condition_is_a_formula_over_the_choices_elements():
         for cfg in every:
             env = {f"{name}[{i}]": v for name, vals in cfg.choices for i, v in enumerate(vals)}
             assert _holds(issue.condition, env) == (cfg in issue.configs), (issue.condition, cfg)
+
+
+_SCOPE = re.compile(r"^(?P<formula>.*), at the (?P<seen>\d+) of (?P<total>\d+) parameter points explored "
+                    r"\(the sweep is incomplete: stopped by (?P<limit>[a-z-]+), so the points not explored may show "
+                    r"it too\)(?: \(witness: [^)]*\))?$")
+
+
+@pytest.mark.parametrize("path", [p for p in CONDITIONS if p.stem in ("handshake_lengths", "refill_without_wait")],
+                         ids=lambda p: p.stem)  # the two whose points need more states as their parameters grow
+def test_a_sweep_a_limit_stopped_says_so_and_states_no_condition_as_if_complete(path: Path):
+    kernel = load_checked(str(path), {}, {})
+    names = [p.name for p in kernel.params]
+    total = 1
+    for p in kernel.params:
+        total *= p.hi - p.lo + 1
+    stopped_with_findings = 0
+    for limit in range(4, 40, 3):  # small enough that some points need more states than this
+        data = verify_json(path, "--all-params", "--max-states", str(limit))
+        if data["stopped"] is None:
+            continue
+        stopped_with_findings += bool(data["findings"])
+        for f in data["findings"]:
+            m = _SCOPE.match(f["condition"])
+            assert m and int(m["total"]) == total and int(m["seen"]) < total, f["condition"]
+            assert "only when" not in f["when"] and f["when"].startswith("seen with "), f["when"]
+            # the formula is right about every point the sweep explored completely, as a run of that point alone
+            if m["formula"] == "any parameter values":
+                continue
+            plan = verify_file(str(path), Options(all_params=True, limits=replace(Options().limits,
+                                                                                   max_states=limit))).plan
+            assert plan is not None and plan.complete is not None and len(plan.complete) <= int(m["seen"])
+            for point in plan.complete:
+                args = [a for n, v in point for a in ("-D", f"{n}={v}")]
+                alone = verify_json(path, *args, "--max-states", str(limit))
+                shows = any((g["code"], g["location"]["line"]) == (f["code"], f["location"]["line"])
+                            for g in alone["findings"])
+                assert _holds(m["formula"], dict(point)) == shows, (m["formula"], point)
+    assert stopped_with_findings, "some limit must stop the sweep after a finding"
+
+
+@pytest.mark.parametrize("path", CONDITIONS + [ROOT / "specs" / "cutlass_3722.pipe"], ids=lambda p: p.stem)
+def test_the_h200s_election_is_named_only_where_the_condition_names_an_elected_lane(path: Path):
+    args = ["--all-params", "--max-states", "20000"] if "param " in path.read_text() and "cutlass" not in path.name else []
+    data = verify_json(path, *args)
+    assert data["findings"]
+    for f in data["findings"]:
+        names_lane = "elect" in (f["condition"] or "")
+        assert ("H200" in (f["when"] or "")) == names_lane, (f["condition"], f["when"])
+        assert (f["on_hardware"] is not None) == names_lane, (f["condition"], f["on_hardware"])

@@ -166,6 +166,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     if stopped is not None:
         watch.wrap_up()  # a stopped run still collects and reports what it found
     watch.phase("conditions", f"{len(runs)} configuration(s) explored")
+    plan.cover(universe, [(r.point, r.cclass.members, r.exploration.stopped) for r in runs], stopped)
     issues = _collect(runs, universe, partitions, esites, plan)
     if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
         _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
@@ -214,7 +215,7 @@ def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: d
         condition, witness = sweep.condition(per_point, universe, esites, partitions, plan, run.point)
         condition += f" (witness: {witness})" if witness else ""
         on_hw: bool | None = None
-        if masks:
+        if masks and sweep.names_elect(per_point, universe):  # else no lane matters: nothing to say of the H200's
             on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in configs)
         issues.append(Issue(found.finding, found, run, configs, condition, on_hw))
     order = {c: i for i, c in enumerate(["hang", "arrive-fault", "tx-range", "stale-read", "overwrite", "double-arrive",

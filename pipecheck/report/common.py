@@ -155,7 +155,9 @@ def _condition_text(issue: Issue, result: Result) -> str:
         if issue.on_hardware is None or len(result.runs) <= 1:
             return ""
         return "in every configuration"
-    text = f"only when {issue.condition}"
+    plan = result.plan
+    # a sweep a limit stopped has no "only when": the condition holds over the points it explored (sweep.cover)
+    text = f"seen with {issue.condition}" if plan is not None and plan.incomplete else f"only when {issue.condition}"
     if issue.on_hardware is False:
         text += "; the H200 elects the lowest lane of the mask, so this is latent on current hardware (PTX does not promise which lane)"
     elif issue.on_hardware is True:

@@ -40,6 +40,9 @@ def _header(result: Result) -> str:
     if result.stopped:  # how far a stopped search got: states and BFS depth
         states += f", depth {max((r.exploration.depth for r in result.runs), default=0)}"
     stats = f"{states}, {runs} configuration{'s' if runs != 1 else ''}"
+    plan = result.plan
+    if plan is not None and plan.incomplete:  # a stopped --all-params sweep: how much of it was done
+        stats += f", {len(plan.complete)} of {len(plan.points)} parameter points explored"
     if result.verdict == "verified":
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":

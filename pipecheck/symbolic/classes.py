@@ -533,6 +533,17 @@ def configs_text(hit: Sequence[Choice], every: Sequence[Choice], esites: Sequenc
     return " and ".join(parts)
 
 
+def names_elect(hits: Mapping[Point, Sequence[Choice]], universe: Mapping[Point, Sequence[Choice]]) -> bool:
+    """Whether a finding's condition depends on the elected lane: at some point, the lanes of some mask that
+    show it are not all the lanes explored there. When not, nothing about the H200's choice is to be said."""
+    for point, chosen in hits.items():
+        every = universe.get(point, ())
+        for m in sorted({m for c in every for m, _ in c.elect}):
+            if {ln for c in chosen for mm, ln in c.elect if mm == m} != {ln for c in every for mm, ln in c.elect if mm == m}:
+                return True
+    return False
+
+
 def condition_text(hits: Mapping[Point, Sequence[Choice]], universe: Mapping[Point, Sequence[Choice]],
                    esites: Sequence[ElectSiteLike], partitions: Mapping[Point, LanePartition | None],
                    regions: Regions = ()) -> str:

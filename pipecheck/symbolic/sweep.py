@@ -17,8 +17,8 @@ from ..lang.check import CheckedKernel, check_kernel
 from ..lang.parse import load_spec
 from ..model.ir import Site
 from ..model.threads import ThreadClass
-from .classes import (Choice, ElectSiteLike, LanePartition, ParamClasses, condition_text, param_classes,
-                      param_predicates, point_text, region_points, witness_order)
+from .classes import (Choice, ElectSiteLike, LanePartition, ParamClasses, condition_text, names_elect,  # noqa: F401
+                      param_classes, param_predicates, point_text, region_points, witness_order)
 from .static import TxCollector, param_checks
 from .terms import ParamSpace, Point
 
@@ -35,6 +35,27 @@ class Plan:
     param_findings: list[Diagnostic]
     seconds: dict[str, float] = field(default_factory=dict)
     _regions: list[tuple[str, set[Point]]] | None = None
+    # set by `cover` when a limit stopped a sweep: the points whose every configuration was explored to the end
+    # (or to a finding), and the limit; conditions are then stated over those points only
+    complete: set[Point] | None = None
+    stopped_by: str | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.complete is not None
+
+    def cover(self, universe: Mapping[Point, Sequence[Choice]], explored: Sequence[tuple[Point, Sequence[Choice], str | None]],
+              stopped: str | None) -> None:
+        """Record which points a stopped sweep explored completely (`explored`: each run's point, configurations
+        and why its search stopped). A run without a limit, or a single point, changes nothing."""
+        if stopped is None or len(self.points) <= 1:
+            return
+        done: dict[Point, set] = {}
+        for point, members, why in explored:
+            if why in (None, "first-finding"):
+                done.setdefault(point, set()).update(members)
+        self.complete = {pt for pt, cfgs in universe.items() if pt in done and done[pt] >= set(cfgs)}
+        self.stopped_by = stopped
 
     @property
     def default(self) -> Point:
@@ -106,10 +127,21 @@ def invalid_point(exc: SpecError, point: Point, p: Plan) -> list[Diagnostic]:
 
 def condition(hits: Mapping[Point, Sequence[Choice]], universe: Mapping[Point, Sequence[Choice]],
               esites: Sequence[ElectSiteLike], partitions: Mapping[Point, LanePartition | None], p: Plan,
-              witness: Point) -> tuple[str, str]:
-    """When a finding appears, and the witness parameter values when that depends on them ('' otherwise)."""
-    text = condition_text(hits, universe, esites, partitions, p.regions)
+              witness: Point, static: bool = False) -> tuple[str, str]:
+    """When a finding appears, and the witness parameter values when that depends on them ('' otherwise).
+
+    A sweep a limit stopped states it over the points it explored, and says so: no condition as if complete."""
     names = [x.name for x in p.space.free]
+    # a static check has covered every point it has configurations for; a search, the points `cover` recorded
+    complete = (set(universe) if len(universe) < len(p.points) else None) if static else p.complete
+    if complete is not None:
+        seen = {pt: cfgs for pt, cfgs in universe.items() if pt in complete or pt in hits}
+        text = condition_text(hits, seen, esites, partitions)
+        shown = bool(names) and set(hits) != set(seen)
+        scope = (f"at the {len(seen)} of {len(p.points)} parameter points explored (the sweep is incomplete: "
+                 f"stopped by {p.stopped_by or 'a limit'}, so the points not explored may show it too)")
+        return f"{text or 'any parameter values'}, {scope}", point_text(witness, names) if shown else ""
+    text = condition_text(hits, universe, esites, partitions, p.regions)
     shown = bool(names) and set(hits) != set(universe)
     return text, point_text(witness, names) if shown else ""
 
@@ -119,7 +151,7 @@ def tx_diagnostics(collector: TxCollector, universe: Mapping[Point, Sequence[Cho
     out = []
     for key, per_point in collector.hits.items():
         _, issue, point = collector.first[key]
-        cond, witness = condition(per_point, universe, esites, partitions, p, point)
+        cond, witness = condition(per_point, universe, esites, partitions, p, point, static=True)
         span = sites[issue.site].span if 0 <= issue.site < len(sites) else None
         notes = tuple(Note(msg, sites[s].span if 0 <= s < len(sites) else None) for msg, s in issue.notes)
         message = issue.message + (f" (only when {cond}" + (f"; witness: {witness})" if witness else ")") if cond else "")
