@@ -9,6 +9,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
+import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
 from conftest import ROOT, cli
@@ -201,13 +202,33 @@ def test_verified_spec_has_nothing_to_draw():
     assert code == 0 and out.startswith("%%") and "verified" in out
 
 
-def test_progress_only_when_asked_or_on_a_terminal():
-    ring = str(ROOT / "examples" / "ring.pipe")
-    code, out, err = cli("verify", ring, "--no-reduction", "-D", "K_TILES=2", "--progress", "always")
+@pytest.mark.parametrize("columns,depth", [(None, 0), ("40", 12), ("300", 12)])
+def test_progress_only_when_asked_or_on_a_terminal(tmp_path, monkeypatch, columns, depth):
+    # the same at any checkout path and terminal width: a spec deep in a long path still shows states/s and depth
+    where = tmp_path.joinpath(*(["a-rather-long-directory-name"] * depth))
+    where.mkdir(parents=True, exist_ok=True)
+    ring = where / "ring.pipe"
+    ring.write_text((ROOT / "examples" / "ring.pipe").read_text())
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    code, out, err = cli("verify", str(ring), "--no-reduction", "-D", "K_TILES=2", "--progress", "always")
     assert code == 0 and "states/s" in err and "depth" in err
     assert "states/s" not in out  # stdout stays the report
-    code, out, err = cli("verify", ring, "--no-reduction", "-D", "K_TILES=2")
+    code, out, err = cli("verify", str(ring), "--no-reduction", "-D", "K_TILES=2")
     assert err == ""  # piped stderr: quiet
+
+
+def test_progress_line_keeps_the_figures_and_the_file_name():
+    from pipecheck.report.progress import MIN_WIDTH, Progress, shorten
+    import io
+    long = "/" + "/".join(["a-rather-long-directory-name"] * 12) + "/ring.pipe"
+    p = Progress(io.StringIO(), long)
+    line = p.line("1,234,567 states, 12,345 states/s, depth 4,321")
+    assert line.startswith("1,234,567 states, 12,345 states/s, depth 4,321: …") and line.endswith("/ring.pipe")
+    assert len(line) <= max(MIN_WIDTH, p.width) - 14
+    assert shorten("specs/ring.pipe", 40) == "specs/ring.pipe" and shorten("abcdef", 4) == "…def"
 
 
 def test_readme_shows_the_real_text_report(monkeypatch):
@@ -219,3 +240,91 @@ def test_readme_shows_the_real_text_report(monkeypatch):
     missing = [line for line in shown if line not in out]
     assert not missing, missing[:3]
     assert (ROOT / "docs" / "img" / "html-timeline.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- findings inside procedures (issue 17)
+def _nested_library(tmp_path, depth: int):
+    """A library whose read sits `depth` procedure calls below the one the kernel calls, and a kernel whose
+    consumer releases each stage before that read (an overwrite inside the library)."""
+    lib = ["proc Lib.read0(buf, state, k) {\n  read buf[state.index] tile k\n}\n"]
+    for d in range(1, depth + 1):
+        lib.append(f"proc Lib.read{d}(buf, state, k) {{\n  Lib.read{d - 1}(buf, state, k)\n}}\n")
+    (tmp_path / "lib").mkdir(exist_ok=True)
+    (tmp_path / "lib" / "nested.pipe").write_text("\n".join(lib))
+    call = f"      Lib.read{depth}(A, st, k)"
+    spec = tmp_path / "kernel.pipe"
+    spec.write_text(f"""import "lib/nested.pipe"
+kernel nested {{
+  arch sm_90
+  smem A[2] bytes 1024
+  mbarrier full[2] count 1
+  mbarrier empty[2] count 1
+  role producer thread {{
+    ring st(2, phase = 1)
+    for k in 0 .. 3 {{
+      wait empty[st.index] parity st.phase
+      arrive full[st.index] expect_tx 1024
+      tma_load A[st.index] tile k bytes 1024 barrier full[st.index]
+      advance st
+    }}
+  }}
+  role consumer thread {{
+    ring st(2)
+    for k in 0 .. 3 {{
+      wait full[st.index] parity st.phase
+      arrive empty[st.index]
+{call}
+      advance st
+    }}
+  }}
+}}
+""")
+    return spec, spec.read_text().splitlines().index(call) + 1
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_a_finding_inside_procedures_is_located_at_the_users_call_with_the_chain_down(tmp_path, monkeypatch, depth):
+    monkeypatch.chdir(tmp_path)  # reports name files relative to the working directory
+    spec, call_line = _nested_library(tmp_path, depth)
+    lib_lines = {i + 1 for i, l in enumerate((tmp_path / "lib" / "nested.pipe").read_text().splitlines())
+                 if l.strip().startswith(("read ", "Lib.read"))}
+    read_line = next(i + 1 for i, l in enumerate((tmp_path / "lib" / "nested.pipe").read_text().splitlines())
+                     if l.strip().startswith("read "))
+    code, out, _ = cli("verify", "kernel.pipe", "--format", "json")
+    f = next(f for f in json.loads(out)["findings"] if f["code"] == "overwrite")
+    assert (f["location"]["file"], f["location"]["line"]) == ("kernel.pipe", call_line)
+    chain = [n for n in f["notes"] if n["message"].startswith("in procedure ")]
+    assert len(chain) == depth + 1  # one note per call below the user's, then the statement
+    assert [n["location"]["file"] for n in chain] == ["lib/nested.pipe"] * (depth + 1)
+    assert {n["location"]["line"] for n in chain} <= lib_lines and chain[-1]["location"]["line"] == read_line
+    assert chain[0]["message"].startswith(f"in procedure 'Lib.read{depth}', called at kernel.pipe:{call_line}")
+
+    code, text, _ = cli("verify", "kernel.pipe")
+    head = next(l for l in text.splitlines() if "[overwrite]" in l)
+    assert head.startswith(f"kernel.pipe:{call_line}:7: error:"), head
+    assert f"lib/nested.pipe:{read_line}:3: note: in procedure 'Lib.read0'" in text
+    code, rich, _ = cli("verify", "kernel.pipe", "--color", "always")
+    assert f"kernel.pipe:{call_line}:7" in rich
+
+    code, out, _ = cli("verify", "kernel.pipe", "--format", "sarif")
+    res = next(r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "overwrite")
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"].endswith("kernel.pipe") and loc["region"]["startLine"] == call_line
+    related = [r["physicalLocation"] for r in res.get("relatedLocations", [])]
+    assert any(r["artifactLocation"]["uri"].endswith("lib/nested.pipe") and r["region"]["startLine"] == read_line
+               for r in related)
+
+    html = tmp_path / "r.html"
+    cli("verify", "kernel.pipe", "--format", "html", "-o", str(html))
+    page = html.read_text()
+    assert f"kernel.pipe:{call_line}:7: error:" in page and f"lib/nested.pipe:{read_line}:3: note:" in page
+
+
+def test_a_finding_outside_procedures_keeps_its_statement(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec, call_line = _nested_library(tmp_path, 0)
+    spec.write_text(spec.read_text().replace("      Lib.read0(A, st, k)", "      read A[st.index] tile k"))
+    code, out, _ = cli("verify", "kernel.pipe", "--format", "json")
+    f = next(f for f in json.loads(out)["findings"] if f["code"] == "overwrite")
+    assert (f["location"]["file"], f["location"]["line"]) == ("kernel.pipe", call_line)
+    assert not [n for n in f["notes"] if n["message"].startswith("in procedure ")]
