@@ -87,6 +87,22 @@ SPEC_ERRORS: dict[str, str] = {
 ALL_CODES: dict[str, str] = {**FINDINGS, **SPEC_ERRORS}
 
 
+def call_site(span: Span | None, calls: Sequence[tuple[Span, str]]) -> tuple[Span | None, tuple[Note, ...]]:
+    """Where a finding inside procedures is shown: at the user's call (the outermost), then a note per call
+    down the chain and one at the statement itself, in the procedure's file. Without calls, the statement."""
+    if span is None or not calls:
+        return span, ()
+    notes = []
+    for k, (at, proc) in enumerate(calls):
+        inner = calls[k + 1] if k + 1 < len(calls) else None
+        if inner is not None:
+            notes.append(Note(f"in procedure '{proc}', called at {at.file}:{at.line}: its call of '{inner[1]}'",
+                              inner[0]))
+        else:
+            notes.append(Note(f"in procedure '{proc}', called at {at.file}:{at.line}: the statement", span))
+    return calls[0][0], tuple(notes)
+
+
 def _source_line(sources: Mapping[str, str], span: Span) -> str | None:
     text = sources.get(span.file)
     if text is None:

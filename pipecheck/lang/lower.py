@@ -56,9 +56,11 @@ class _Resolver:
         self.elect_sites = itertools.count()
         self.lockstep = False
         self.lines: dict[str, list[str]] = {}  # each file split once: a site per statement, not a split each
+        self.callees: dict[Span, str] = {}  # each procedure call's span -> the procedure it calls
 
     def site(self, span: Span, via: tuple[Span, ...], proc: str | None, text: str | None = None) -> int:
-        self.sites.append(Site(span, text if text is not None else self.text(span), via, proc))
+        calls = tuple((c, self.callees.get(c, "")) for c in via)
+        self.sites.append(Site(span, text if text is not None else self.text(span), via, proc, calls))
         return len(self.sites) - 1
 
     def text(self, span: Span) -> str:
@@ -153,6 +155,7 @@ class _Resolver:
 
     def stmt(self, s, scope: dict, via: tuple[Span, ...], proc: str | None, out: list) -> None:
         if isinstance(s, Inlined):
+            self.callees[s.span] = s.proc
             out.append(("block", self.block(s.body, scope, via + (s.span,), s.proc)))
             return
         pre: list = []

@@ -207,6 +207,8 @@ class Site:
     text: str
     via: tuple[Span, ...] = ()
     proc: str | None = None
+    # the procedure calls from the user's statement down (.pipe): each call's span and the procedure it enters
+    calls: tuple[tuple[Span, str], ...] = ()
 
 
 # Instruction opcodes. Locals are executed eagerly (fused into the step before them).

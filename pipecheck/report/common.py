@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.diagnostics import Span
+from ..core.diagnostics import Note, Span, call_site
 from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
@@ -20,6 +20,8 @@ class IssueView:
     when: str
     barriers: list[str]
     config_text: str
+    # inside procedures: `span` is the user's call, and these notes lead down to the statement (core.call_site)
+    chain: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,8 @@ def view(result: Result, issue: Issue) -> IssueView:
     model = issue.run.model
     trace = build(model, issue.witness.path, issue.run.config, issue.run.system)
     ctext = config_text(result, issue.run.config)
-    span = result.sites[issue.finding.site].span if 0 <= issue.finding.site < len(result.sites) else None
+    site = result.sites[issue.finding.site] if 0 <= issue.finding.site < len(result.sites) else None
+    span, chain = call_site(site.span, site.calls) if site is not None else (None, ())
     bars = [barrier_line(model, trace.final, gid) for gid in involved_barriers(model, trace, issue.finding)[:8]]
-    return IssueView(issue, span, trace, why_text(result, issue, trace, ctext), when_text(result, issue), bars, ctext)
+    return IssueView(issue, span, trace, why_text(result, issue, trace, ctext), when_text(result, issue), bars, ctext,
+                     chain)

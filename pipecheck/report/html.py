@@ -166,7 +166,7 @@ def _issue(result: Result, v: IssueView, k: int) -> str:
     f = v.issue.finding
     parts = [f'<section class="finding" id="finding-{k}" data-code="{escape(f.code)}">',
              f"<h2>{escape(f.code)}: {escape(f.message)}</h2>"]
-    parts.append(f"<pre>{escape(render(Diagnostic('error', f.code, f.message, v.span), result.sources))}</pre>")
+    parts.append(f"<pre>{escape(render(Diagnostic('error', f.code, f.message, v.span, v.chain), result.sources))}</pre>")
     if v.when:
         parts.append(f'<p class="when"><b>when:</b> {escape(v.when)}</p>')
     if v.why:

@@ -56,8 +56,9 @@ def to_dict(result: Result) -> dict:
             "code": issue.code, "severity": "error", "message": issue.finding.message,
             "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
             "configuration": v.config_text or None, "when": v.when or None, "why": v.why or None,
-            "notes": [{"message": m, "location": _loc(result.sites[s].span) if 0 <= s < len(result.sites) else None}
-                      for m, s in issue.finding.notes],
+            "notes": [{"message": n.message, "location": _loc(n.span)} for n in v.chain]  # the call chain first
+            + [{"message": m, "location": _loc(result.sites[s].span) if 0 <= s < len(result.sites) else None}
+               for m, s in issue.finding.notes],
             "trace": steps, "blocked": blocked, "barriers": v.barriers,
             "needs_independent_scheduling": issue.needs_independent_scheduling,
         })

@@ -132,8 +132,9 @@ def to_sarif(results: Iterable[Result], errors: Iterable[Diagnostic] = ()) -> di
                          "message": {"text": msg}}
             loc = _location(v.span)
             res["locations"] = [loc] if loc else [_location(None, result.spec)]
-            related = [_location(result.sites[s].span if 0 <= s < len(result.sites) else None, m) | {"id": i}
-                       for i, (m, s) in enumerate(issue.finding.notes)]
+            notes = [(n.message, n.span) for n in v.chain]  # inside procedures: the calls down to the statement
+            notes += [(m, result.sites[s].span if 0 <= s < len(result.sites) else None) for m, s in issue.finding.notes]
+            related = [_location(span, m) | {"id": i} for i, (m, span) in enumerate(notes)]
             if related:
                 res["relatedLocations"] = related
             res["codeFlows"] = [_code_flow(result, issue, v)]

@@ -82,7 +82,7 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
 def issue_head(result: Result, v: IssueView) -> list[str]:
     """The diagnostic with its caret and notes, and the reason: what every text-like report prints first."""
     f = v.issue.finding
-    notes = []
+    notes = list(v.chain)  # inside procedures: from the user's call down to the statement
     if v.when:
         notes.append(Note(f"when: {v.when}"))
     for msg, site in f.notes:
