@@ -103,6 +103,14 @@ def call_site(span: Span | None, calls: Sequence[tuple[Span, str]]) -> tuple[Spa
     return calls[0][0], tuple(notes)
 
 
+def called_from(calls: Sequence[tuple[Span, str]]) -> str:
+    """` (in procedure 'P', called at spec.pipe:15)`: where a note inside procedures comes from; '' outside."""
+    if not calls:
+        return ""
+    at, proc = calls[0]
+    return f" (in procedure '{proc}', called at {at.file}:{at.line})"
+
+
 def _source_line(sources: Mapping[str, str], span: Span) -> str | None:
     text = sources.get(span.file)
     if text is None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.diagnostics import Note, Span, call_site
+from ..core.diagnostics import Note, Span, call_site, called_from
 from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
@@ -192,6 +192,15 @@ def why_text(result: Result, issue: Issue, trace: Trace, ctext: str) -> str:
         return ("a CTA must not exit while bulk copies into or out of its shared memory are in flight "
                 "(CUDA Programming Guide): wait for the load's barrier, or drain it, before the last thread ends")
     return ""
+
+
+def finding_notes(result: Result, issue: Issue) -> list[Note]:
+    """The finding's own notes ("the TMA load of tile 2"), each saying which call of the user's it is under."""
+    out = []
+    for msg, s in issue.finding.notes:
+        site = result.sites[s] if 0 <= s < len(result.sites) else None
+        out.append(Note(msg + called_from(site.calls), site.span) if site is not None else Note(msg))
+    return out
 
 
 def view(result: Result, issue: Issue) -> IssueView:

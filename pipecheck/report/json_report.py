@@ -12,7 +12,7 @@ from ..core.version import __version__
 from ..model.state import State
 from ..model.system import Model
 from ..pipeline.result import Result
-from .common import ptx_parameters, view
+from .common import finding_notes, ptx_parameters, view
 from .trace import blocked_rows
 
 SCHEMA = "pipecheck-result/1"
@@ -57,8 +57,7 @@ def to_dict(result: Result) -> dict:
             "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
             "configuration": v.config_text or None, "when": v.when or None, "why": v.why or None,
             "notes": [{"message": n.message, "location": _loc(n.span)} for n in v.chain]  # the call chain first
-            + [{"message": m, "location": _loc(result.sites[s].span) if 0 <= s < len(result.sites) else None}
-               for m, s in issue.finding.notes],
+            + [{"message": n.message, "location": _loc(n.span)} for n in finding_notes(result, issue)],
             "trace": steps, "blocked": blocked, "barriers": v.barriers,
             "needs_independent_scheduling": issue.needs_independent_scheduling,
         })

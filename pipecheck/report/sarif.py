@@ -13,7 +13,7 @@ from typing import Iterable
 from ..core.diagnostics import FINDINGS, SPEC_ERRORS, Diagnostic, Span
 from ..core.version import __version__
 from ..pipeline.result import Result
-from .common import view
+from .common import finding_notes, view
 from .trace import blocked_rows
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -133,7 +133,7 @@ def to_sarif(results: Iterable[Result], errors: Iterable[Diagnostic] = ()) -> di
             loc = _location(v.span)
             res["locations"] = [loc] if loc else [_location(None, result.spec)]
             notes = [(n.message, n.span) for n in v.chain]  # inside procedures: the calls down to the statement
-            notes += [(m, result.sites[s].span if 0 <= s < len(result.sites) else None) for m, s in issue.finding.notes]
+            notes += [(n.message, n.span) for n in finding_notes(result, issue)]
             related = [_location(span, m) | {"id": i} for i, (m, span) in enumerate(notes)]
             if related:
                 res["relatedLocations"] = related

@@ -9,7 +9,7 @@ import textwrap
 
 from ..core.diagnostics import Diagnostic, Note, render
 from ..pipeline.result import Result
-from .common import IssueView, Row, parameter_lines, timeline_rows, view
+from .common import IssueView, Row, finding_notes, parameter_lines, timeline_rows, view
 
 COLUMN_WIDTH = 30
 BARRIER_WIDTH = 24
@@ -85,8 +85,7 @@ def issue_head(result: Result, v: IssueView) -> list[str]:
     notes = list(v.chain)  # inside procedures: from the user's call down to the statement
     if v.when:
         notes.append(Note(f"when: {v.when}"))
-    for msg, site in f.notes:
-        notes.append(Note(msg, result.sites[site].span if 0 <= site < len(result.sites) else None))
+    notes.extend(finding_notes(result, v.issue))
     diag = Diagnostic("error", f.code, f.message, v.span, tuple(notes))
     out = [render(diag, result.sources)]
     if v.why:

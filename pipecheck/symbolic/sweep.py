@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..core.diagnostics import Diagnostic, Note, SpecError, call_site, error
+from ..core.diagnostics import Diagnostic, Note, SpecError, call_site, called_from, error
 from ..lang import ast as A
 from ..lang.check import CheckedKernel, check_kernel
 from ..lang.parse import load_spec
@@ -154,7 +154,8 @@ def tx_diagnostics(collector: TxCollector, universe: Mapping[Point, Sequence[Cho
         cond, witness = condition(per_point, universe, esites, partitions, p, point, static=True)
         site = sites[issue.site] if 0 <= issue.site < len(sites) else None
         span, chain = call_site(site.span, site.calls) if site is not None else (None, ())  # the user's call first
-        notes = chain + tuple(Note(msg, sites[s].span if 0 <= s < len(sites) else None) for msg, s in issue.notes)
+        notes = chain + tuple(Note(msg + called_from(sites[s].calls), sites[s].span) if 0 <= s < len(sites) else Note(msg)
+                              for msg, s in issue.notes)
         message = issue.message + (f" (only when {cond}" + (f"; witness: {witness})" if witness else ")") if cond else "")
         out.append(Diagnostic("error", issue.code, message, span, notes))
     return out
