@@ -61,6 +61,16 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _non_negative_int(value: str) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return n
+
+
 def _seconds(value: str) -> float:
     import math
     try:
@@ -128,6 +138,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop (exit 3) above this resident memory")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
+    v.add_argument("--cause-budget", type=_non_negative_int, default=2_000, metavar="STATES",
+                   help="states explored past the first finding of a configuration, also past the transitions that "
+                        "raised findings, to lead with the cause and list what it leads to (default 2000; 0: stop at "
+                        "the first finding)")
+    v.add_argument("--fail-on", choices=["error", "latent", "any"], default="latent",
+                   help="which findings exit 1: error (only those that show with lockstep warps and the H200's "
+                        "election), latent (errors and latent findings, the default), any (warnings too)")
     v.add_argument("--no-reduction", action="store_true", help="explore every interleaving (for measurement)")
     v.add_argument("--no-symmetry", action="store_true", help="do not merge states that differ only by which "
                    "identical role instance is which (for measurement)")
@@ -399,6 +416,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         counter=args.counter, compact=not args.no_compact,
         all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth, every=args.every,
         entry=args.entry, block=args.block, cluster=args.cluster, grid=args.grid, nvcc_flags=tuple(args.nvcc_flags),
+        cause_budget=args.cause_budget, fail_on=args.fail_on,
     )
     out = stdout
     if args.output:

@@ -5,7 +5,7 @@ reports turn them into diagnostics, timelines and sentences.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,10 @@ class Finding:
     cls: int = -1  # the thread class that acted, or -1
     barriers: tuple[int, ...] = ()  # barrier ids whose state explains it
     notes: tuple[tuple[str, int], ...] = ()  # (message, site) pairs
+    # what the hazard harms, for the reports' "why": "stage" (a tile its reader still needs), "accumulator"
+    # (an MMA result being read while the MMA writes it), "writer" (a thread's write into storage still in use),
+    # "alias" (storage written through a buffer declared over it); "" when the code says it all
+    victim: str = field(default="", compare=False)
 
     @property
     def key(self) -> tuple:

@@ -103,16 +103,16 @@ class Hazards:
                     kind = "TMA load" if op[3] >= 0 else "cp.async copy"
                     return [Finding("overwrite", f"{who} {what} {name} for tile {want} while the {kind} of tile {op[1]} "
                                     "into it is in flight: the tile is being replaced under its reader", site, c,
-                                    notes=((f"the {kind} of tile {op[1]}", op[4]),))]
+                                    notes=((f"the {kind} of tile {op[1]}", op[4]),), victim="stage")]
             for u, (_, _, inflight) in enumerate(s.mmas):
                 for seq, ops, msite, mc, out in inflight:
                     if out is not None and out[0] == buf:
                         return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
-                                        f"{self.unit_labels[u]} writes tile {out[1]} into it", site, c)]
+                                        f"{self.unit_labels[u]} writes tile {out[1]} into it", site, c, victim="accumulator")]
             return []
         if have == CLOBBERED:
             return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but its storage was overwritten through "
-                            "a buffer declared over it", site, c)]
+                            "a buffer declared over it", site, c, victim="alias")]
         landing = any(op[0] == buf and op[1] == want for op in s.flight)
         holds = "nothing yet" if have == EMPTY else f"tile {have}"
         if landing or have == EMPTY or have < want:
@@ -120,7 +120,7 @@ class Hazards:
             return [Finding("stale-read", f"{who} {what} {name} for tile {want}, but the copy of tile {want} "
                             f"{state} ({name} holds {holds})", site, c)]
         return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but {name} already holds tile {have}: "
-                        f"a later copy overwrote tile {want} before it was read", site, c)]
+                        f"a later copy or write replaced tile {want} before it was read", site, c, victim="stage")]
 
     def _race(self, s: State, c: int, site: int, buf: int, what: str, who: str | None) -> list[Finding]:
         name = self.layout.buf_names[buf]
@@ -136,17 +136,17 @@ class Hazards:
                 # the buffer holds landed data and a copy is replacing it: the read races with that copy
                 return [Finding("overwrite", f"{who} {what} {name} while the {kind} of new data into it is in flight: "
                                 "the stage was released before its reads were done, or the reader did not wait for "
-                                "the new data", site, c, notes=((f"the {kind}", op[4]),))]
+                                "the new data", site, c, notes=((f"the {kind}", op[4]),), victim="stage")]
         if have == EMPTY:
             return [Finding("stale-read", f"{who} {what} {name}, which no copy or store has written yet", site, c)]
         if have == CLOBBERED:
             return [Finding("overwrite", f"{who} {what} {name}, but its storage was overwritten through a buffer "
-                            "over it", site, c)]
+                            "over it", site, c, victim="alias")]
         for u, (_, _, inflight) in enumerate(s.mmas):
             for seq, ops, msite, mc, out in inflight:
                 if out is not None and out[0] == buf:
                     return [Finding("overwrite", f"{who} {what} {name} while an mma_async of {self.unit_labels[u]} "
-                                    "writes into it", site, c)]
+                                    "writes into it", site, c, victim="accumulator")]
         return []
 
     def write_hazards(self, s: State, c: int, site: int, buf: int, what: str, landing: bool) -> list[Finding]:
@@ -166,17 +166,20 @@ class Hazards:
                         t = next(t for ob, t in ops if ob == b)
                         out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_labels[u]} "
                                            f"still reads tile {t} from it", site, c,
-                                           notes=(("the mma_async that is still reading", msite),)))
+                                           notes=(("the mma_async that is still reading", msite),),
+                                           victim="stage" if landing else "writer"))
             if not landing:
                 for op in s.flight:
                     if op[0] == b:
                         out.append(Finding("overwrite", f"{what} {name} while the copy of tile {op[1]} into it is in "
-                                           "flight", site, c, notes=(("the copy", op[4]),)))
+                                           "flight", site, c, notes=(("the copy", op[4]),), victim="writer"))
                         break
         for gid in self.layout.bar_overlaps[buf]:
-            if s.bars[gid] is not None:
-                out.append(Finding("overwrite", f"{what} {self.layout.buf_names[buf]}, which reuses the memory of mbarrier "
-                                   f"{self.layout.bar_names[gid]} while it is still live: inval it first", site, c, (gid,)))
+            if s.bars[gid] is not None:  # a barrier's lifetime, not a tile's: the barrier-lifetime finding
+                out.append(Finding("uninit-barrier", f"{what} {self.layout.buf_names[buf]}, which reuses the memory of "
+                                   f"mbarrier {self.layout.bar_names[gid]} while the barrier is still live (initialised, "
+                                   "never invalidated): the write corrupts its phase and counts; inval it after its "
+                                   "last use, and only then reuse its memory", site, c, (gid,)))
         return out
 
     def retag(self, bufs: tuple, buf: int, tag: int) -> tuple:

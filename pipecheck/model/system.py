@@ -24,7 +24,7 @@ from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, 
 from .kernel import KernelShape
 from .layout import Layout
 from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
-from .threads import ThreadClass
+from .threads import ThreadClass, compact_names
 
 MAX_LOCAL_STEPS = 1_000_000
 FUTURE_HORIZON = 64  # how many operations of a thread's future `future` looks at (the reduction's look-ahead)
@@ -393,7 +393,8 @@ class Model:
         return tuple(out)
 
     def _group_blocked(self, s: State, entries: list) -> list[str]:
-        """Name a whole role instance when all its unfinished threads are stuck the same way."""
+        """Name a whole role instance when all its unfinished threads are stuck the same way, whole warps by
+        their range, and instances stuck alike together: `consumer[0..1] warps 1-3 wait on ...`."""
         by_text: dict[str, list[int]] = {}
         for _, c, _, text in entries:
             by_text.setdefault(text, []).append(c)
@@ -404,15 +405,19 @@ class Model:
                 continue
             seen.add(text)
             stuck = set(by_text[text])
-            names: list[str] = []
+            units: dict[str, list[int]] = {}
             for k in by_text[text]:
-                unit = self.classes[k].unit
+                units.setdefault(self.classes[k].unit, []).append(k)
+            groups = []
+            for unit, ks in units.items():
                 unfinished = {j for j, cl in enumerate(self.classes) if cl.unit == unit and not self.class_done(s, j)}
-                name = unit if unfinished <= stuck else self.classes[k].label
-                if name not in names:
-                    names.append(name)
+                members = frozenset(t for k in dict.fromkeys(ks) for t in self.classes[k].members)
+                groups.append((self.classes[ks[0]], members, unfinished <= stuck))
+            names = compact_names(groups)
             who = join_words(names)
-            verb = text if len(names) == 1 else _plural(text)
+            several = len(names) > 1 or any(x in names[0].split(" ")[0] for x in ("..", ",")) \
+                or any(f" {w} " in f"{names[0]} " for w in ("lanes", "threads", "warps"))
+            verb = _plural(text) if several else text
             parts.append(f"{who} {verb}")
         return parts
 
@@ -554,9 +559,14 @@ class Model:
             gid, count = ins.a(env, cta), ins.b(env)
             findings = []
             if s.bars[gid] is not None:
+                b = s.bars[gid]
+                # only arrivals (or tx) already counted in the open phase are lost; a fresh phase loses nothing yet
+                lost = ("its pending arrivals are silently dropped (H200 mbar 16)" if b.pending < b.expected or b.tx
+                        else "it resets to phase 0, so a waiter on the parity of its later phases waits on the wrong "
+                             "phase (H200 mbar 16: a re-init is silent)" if b.phase
+                        else "it must be invalidated (inval) before it is initialised again")
                 findings.append(Finding("uninit-barrier", f"{self.classes[c].label} re-initialises {self._bar_name(gid)} "
-                                        "while it is live: its pending arrivals are silently dropped (H200 mbar 16)",
-                                        ins.site, c, (gid,)))
+                                        f"while it is live: {lost}", ins.site, c, (gid,)))
             if not 1 <= count <= S.MAX_COUNT:
                 raise EvalError(f"init count {count} is outside 1..{S.MAX_COUNT}", ins.site)
             bars = s.bars[:gid] + (S.init(count),) + s.bars[gid + 1:]
@@ -789,5 +799,5 @@ class Model:
 def _plural(text: str) -> str:
     for sing, plur in (("waits ", "wait "), ("is stuck", "are stuck")):
         if text.startswith(sing):
-            return plur + text[len(sing):]
+            return (plur + text[len(sing):]).replace("for its ", "for their ")
     return text

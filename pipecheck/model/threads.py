@@ -106,3 +106,38 @@ def split_classes(kernel: KernelShape, classes: list[ThreadClass], by: str) -> l
             out.append(replace(cl, id=len(out), members=tuple(mem), warp=mem[0] // 32,
                                warpgroup=mem[0] // 128, label=label, unit=unit, who=who))
     return out
+
+
+def who_threads(cl: ThreadClass, members: set[int] | frozenset[int]) -> str:
+    """Some threads of a role instance in the fewest words: `warps 1-3` when they are whole warps of a role
+    larger than a warp, else `threads 1-127` / `lanes 1-31`; "" for all of them."""
+    if len(members) == cl.role_threads:
+        return ""
+    warps = {t // 32 for t in members}
+    if cl.role_threads > 32 and all(t in members for w in warps for t in range(32 * w, min(32 * w + 32, cl.role_threads))):
+        return f"warp{'s' if len(warps) > 1 else ''} {ranges(warps)}"
+    unit = "lane" if cl.role_threads <= 32 else "thread"
+    return f"{unit}{'s' if len(members) > 1 else ''} {ranges(members)}"
+
+
+def compact_names(parts: list[tuple[ThreadClass, frozenset[int], bool]]) -> list[str]:
+    """Names for groups of threads, instances merged: (a class of the instance, its threads, whether they are
+    all its unfinished threads) -> `consumer[0..1] warps 1-3`, `consumer[0..1]`, `producer lane 1`."""
+    keyed: dict[tuple, list[int]] = {}
+    for cl, members, whole in parts:
+        who = who_threads(cl, members)
+        if whole and not who.startswith("warp"):  # all its unfinished threads, not whole warps of a larger role
+            who = ""
+        keyed.setdefault((cl.cta, cl.role, cl.role_name, cl.instances, who), []).append(cl.instance)
+    out = []
+    for (cta, _, role, instances, who), inst in keyed.items():
+        inst = sorted(set(inst))
+        name = role
+        if instances > 1:
+            contiguous = inst == list(range(inst[0], inst[-1] + 1))
+            name += (f"[{inst[0]}]" if len(inst) == 1 else f"[{inst[0]}..{inst[-1]}]" if contiguous
+                     else f"[{','.join(map(str, inst))}]")
+        if any(p[0].label.startswith("cta") for p in parts):
+            name = f"cta{cta}.{name}"
+        out.append(f"{name} {who}".rstrip())
+    return out

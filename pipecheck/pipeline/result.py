@@ -46,6 +46,10 @@ class Options:
     cluster: tuple[int, int, int] | None = None
     grid: tuple[int, int, int] | None = None
     nvcc_flags: tuple[str, ...] = ()
+    # states explored past the first finding of a configuration, also past the transitions that raised
+    # findings, to find its cause and consequences (pipeline/causes.py); 0: stop at the first finding
+    cause_budget: int = 2_000
+    fail_on: str = "latent"  # which findings make `verify` exit 1: "error", "latent" (errors too), "any" (warnings too)
 
 
 @dataclass
@@ -74,6 +78,15 @@ class Issue:
     condition: str
     on_hardware: bool | None  # whether the H200's elect choice shows it; None without elect()
     needs_independent_scheduling: bool = False  # gone when every warp reconverges after each branch
+    where: frozenset = frozenset()  # (point, config) pairs that show it
+    consequences: list["Issue"] = field(default_factory=list)  # what it leads to, grouped under it (causes.py)
+    led_by: str = ""  # for a consequence: how it follows from its cause ("on its schedule", ...)
+    fix: str = ""  # the usual fix of a known bug pattern, or ""
+    latent: tuple[str, ...] = ()  # why it is latent (needs what the H200 does not do), or () for an error
+
+    @property
+    def severity(self) -> str:
+        return "latent" if self.latent else "error"
 
     @property
     def code(self) -> str:
@@ -101,7 +114,28 @@ class Result:
 
     @property
     def exit_code(self) -> int:
+        """1 for findings only when one of them reaches `Options.fail_on` (docs/errors.md, "Exit codes")."""
+        if self.verdict == "findings" and not self.fails:
+            return 0
         return EXIT_CODES[self.verdict]
+
+    @property
+    def fails(self) -> bool:
+        """Whether a finding reaches the --fail-on level: `error` only errors, `latent` (the default) errors and
+        latent findings, `any` also warnings."""
+        level = self.options.fail_on
+        if any(i.severity == "error" for i in self.issues):
+            return True
+        if any(d.severity == "error" for d in self.static):
+            return True
+        if level in ("latent", "any") and self.issues:
+            return True
+        return level == "any" and bool(self.static)
+
+    @property
+    def all_issues(self) -> list[Issue]:
+        """Every finding: each cause followed by what it leads to (`issues` holds the causes only)."""
+        return [j for i in self.issues for j in [i] + i.consequences]
 
     @property
     def states(self) -> int:

@@ -23,6 +23,7 @@ from ..search.symmetry import Symmetric
 from ..search.visited import Interner
 from ..symbolic import static, sweep
 from ..symbolic.terms import Point
+from . import causes
 from .configurations import ElectSite, config_classes, elect_sites
 from . import limits as watch
 from .every import verify_every
@@ -95,6 +96,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     invalid: list[Diagnostic] = []
     explored: dict[tuple, tuple[Model, Exploration, object]] = {}
     lane_cache: dict = {}
+    past_left = causes.TOTAL  # states left for the runs past first findings (causes.py)
     t_classes = t_static = 0.0
     for n, point in enumerate(plan.points, 1):
         if watch.tripped():  # a limit passed between phases (with a finding in hand, the watch waits for this)
@@ -131,7 +133,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                 if left <= 0:
                     stopped = "timeout"
                     break
-                limits = Limits(limits.max_states, left, limits.max_memory_mb, limits.stop_at_first, limits.past_findings)
+                limits = replace(limits, timeout=left)
             classes = cc.classes if options.counter == "classes" else split_classes(k, cc.classes, options.counter)
             key = sweep.exploration_key(k, classes)
             try:
@@ -150,7 +152,13 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                         system = Reduced(base, Footprints(model)) if options.reduce else base
                         encode = Interner() if options.compact else None
                         watch.phase("search", at)
-                        explored[key] = (model, explore(system, limits, progress, encode), base)
+                        if limits.stop_at_first and options.cause_budget > 0 and past_left > 0:
+                            # past the first finding (and past every transition that raised one), within a budget
+                            # of states: the cause and the consequences of this configuration's failure
+                            limits = replace(limits, after_first=min(past_left, options.cause_budget))
+                        exp = explore(system, limits, progress, encode)
+                        past_left -= exp.extra.get("after_first", 0)
+                        explored[key] = (model, exp, base)
             except EvalError as exc:
                 if not options.all_params:
                     raise spec_error(exc, sites) from None
@@ -170,6 +178,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     issues = _collect(runs, universe, partitions, esites, plan)
     if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
         _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
+    causes.mark_latent(issues)
     found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
     findings = sweep.sort_static(found)
     if issues or findings:
@@ -184,32 +193,40 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
 
 def _mark_scheduling(path: str, issues: list[Issue], options: Options,
                      reuse: tuple[sweep.Plan, dict[str, str]] | None) -> None:
-    """Run again with every warp reconverging after each branch (--lockstep): when that run verifies,
-    every finding needed lanes of a warp to run apart. Otherwise nothing is claimed."""
+    """Run again with every warp reconverging after each branch (--lockstep), at the point each finding was
+    shown at (its witness's parameters, not the defaults): when that run verifies, the findings of that point
+    needed lanes of a warp to run apart. Otherwise nothing is claimed."""
     floor, factor, cap = SCHEDULING_BUDGET
-    explored = sum({id(i.run): i.run.exploration.states for i in issues}.values())
-    limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)))
-    failing = tuple(i.run.config for i in issues)  # only the configurations that showed something
-    again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
-                                      all_params=False), reuse=reuse)
-    if again.verdict == "verified":
-        for i in issues:
-            i.needs_independent_scheduling = True
+    by_point: dict = {}
+    for i in issues:
+        by_point.setdefault(i.run.point, []).append(i)
+    for point, group in by_point.items():
+        explored = sum({id(i.run): i.run.exploration.states for i in group}.values())
+        limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)))
+        failing = tuple(i.run.config for i in group)  # only the configurations that showed something
+        at = tuple(point) if options.all_params else options.overrides
+        again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
+                                          all_params=False, ranges=(), overrides=at, cause_budget=0),
+                            reuse=None if options.all_params else reuse)
+        if again.verdict == "verified":
+            for i in group:
+                i.needs_independent_scheduling = True
 
 
 def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: dict, esites: list[ElectSite],
              plan: sweep.Plan) -> list[Issue]:
     masks = sorted({m for cfgs in universe.values() for cfg in cfgs for m, _ in cfg.elect})
-    by_key: dict[tuple, list[tuple[Run, Found]]] = {}
+    by_key: dict[tuple, list[tuple[Run, Found, int]]] = {}
     for run in runs:
-        for found in run.exploration.found:
-            by_key.setdefault(found.finding.key, []).append((run, found))
+        for found in run.exploration.found:  # those found past the first finding (Limits.after_first) last
+            by_key.setdefault(found.finding.key, []).append((run, found, int(found.after_first)))
     issues = []
     for key, hits in by_key.items():
-        # the witness: at the default parameters if it shows there, else the nearest point; then the shortest
-        run, found = min(hits, key=lambda h: (plan.order(h[0].point), len(h[1].path), runs.index(h[0])))
+        # the witness: at the default parameters if it shows there, else the nearest point; then one of the
+        # search that stopped at findings (a schedule with nothing wrong before it), then the shortest
+        run, found, _ = min(hits, key=lambda h: (plan.order(h[0].point), h[2], len(h[1].path), runs.index(h[0])))
         per_point: dict[Point, list[Config]] = {}
-        for r, _ in hits:
+        for r, _, _ in hits:
             per_point.setdefault(r.point, []).extend(r.cclass.members)
         configs = [cfg for cfgs in per_point.values() for cfg in cfgs]
         condition, witness = sweep.condition(per_point, universe, esites, partitions, plan, run.point)
@@ -217,8 +234,7 @@ def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: d
         on_hw: bool | None = None
         if masks and sweep.names_elect(per_point, universe):  # else no lane matters: nothing to say of the H200's
             on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in configs)
-        issues.append(Issue(found.finding, found, run, configs, condition, on_hw))
-    order = {c: i for i, c in enumerate(["hang", "arrive-fault", "tx-range", "stale-read", "overwrite", "double-arrive",
-                                         "phase-alias", "store-reuse", "missing-proxy-fence", "exit-inflight"])}
-    issues.sort(key=lambda i: (order.get(i.code, 99), len(i.witness.path), i.finding.site, i.finding.message))
-    return issues
+        where = frozenset((r.point, cfg) for r, _, _ in hits for cfg in r.cclass.members)
+        issues.append(Issue(found.finding, found, run, configs, condition, on_hw, where=where))
+    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    return causes.group(issues)

@@ -232,7 +232,7 @@ def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> Mode
     # every distinct finding (not only the first); which need lanes to run apart does not matter here
     result = verify_file(spec, Options(overrides=params, only=(cfg,), check_scheduling=False,
                                        limits=Limits(max_states=2_000_000, stop_at_first=False)))
-    found = tuple(dict.fromkeys(i.code for i in result.issues))
+    found = tuple(dict.fromkeys(i.code for i in result.all_issues))
     static = tuple(dict.fromkeys(d.code for d in result.static))
     runs = [r for r in result.runs if cfg in r.cclass.members]
     may = any(_may_complete(r.system if r.system is not None else r.model, max_states) for r in runs) if runs else True

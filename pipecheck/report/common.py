@@ -149,6 +149,11 @@ def when_text(result: Result, issue: Issue) -> str:
         its = ("it needs independent thread scheduling: lanes of one warp running apart after a branch "
                "(with --lockstep, where each warp reconverges after every branch, it does not happen)")
         text = f"{text}; {its}" if text else its
+    from ..pipeline.causes import BEHIND
+    if BEHIND in issue.latent:
+        its = ("it needs one warp to fall two or more phases behind the rest of its role instance, which the "
+               "barrier it waits on allows (nothing waits for that warp) but the H200 was not seen to do")
+        text = f"{text}; {its}" if text else its
     return text
 
 
@@ -162,8 +167,10 @@ def _condition_text(issue: Issue, result: Result) -> str:
     text = f"seen with {issue.condition}" if plan is not None and plan.incomplete else f"only when {issue.condition}"
     if issue.on_hardware is False:
         text += "; the H200 elects the lowest lane of the mask, so this is latent on current hardware (PTX does not promise which lane)"
-    elif issue.on_hardware is True:
+    elif issue.on_hardware is True and not issue.latent:
         text += "; this includes the H200's choice (the lowest lane), so it manifests on current hardware"
+    elif issue.on_hardware is True:
+        text += "; this includes the H200's choice of lane (the lowest)"
     return text
 
 
@@ -173,11 +180,16 @@ def why_text(result: Result, issue: Issue, trace: Trace, ctext: str) -> str:
     if f.code == "hang":
         return explain_hang(model, trace.final, ctext)
     if f.code == "stale-read":
+        if "TMA store" in f.message:
+            return ("the TMA store is not ordered after the writes of the data it stores: the writers must finish "
+                    "(and fence_proxy_async) before the sync that precedes the store")
         return ("the read is not ordered after the load's barrier phase: it must wait on the barrier the TMA "
                 "completes on, with the parity of the phase that load belongs to")
     if f.code == "overwrite":
-        return ("the stage was handed back to the producer (or never waited on) before every reader was done with "
-                "it, so the next TMA load replaced the tile under its reader")
+        return _overwrite_why(f.victim)
+    if f.code == "uninit-barrier" and "reuses the memory" in f.message:
+        return ("a barrier lives from its init to its inval: its 8 bytes may back other data only after the inval, "
+                "and the inval only after every arrival, landing and wait on it has completed")
     if f.code == "double-arrive":
         return ("an arrival beyond the one each thread owes per phase counts toward completing the phase early, "
                 "before every participant has arrived (SEMANTICS 1: separate arrivals carry into the count)")
@@ -189,9 +201,32 @@ def why_text(result: Result, issue: Issue, trace: Trace, ctext: str) -> str:
         return ("a parity wait can only tell the current phase from the one before; a waiter further behind "
                 "(or ahead) passes or blocks on the wrong phase")
     if f.code == "exit-inflight":
+        if "after CTA" in f.message:
+            return ("a CTA must not exit while other CTAs of its cluster can still arrive on its barriers: the peer's "
+                    "releases of the last stages arrive after this CTA ended (the producer needs a tail that waits "
+                    "for them)")
+        if "TMA store" in f.message:
+            return ("a CTA must not exit while its TMA stores still read its shared memory: the storing thread "
+                    "drains its bulk groups (wait_group_read 0) before the CTA ends")
         return ("a CTA must not exit while bulk copies into or out of its shared memory are in flight "
                 "(CUDA Programming Guide): wait for the load's barrier, or drain it, before the last thread ends")
     return ""
+
+
+def _overwrite_why(victim: str) -> str:
+    """The reason of an overwrite, for what it harms (Finding.victim)."""
+    if victim == "accumulator":
+        return ("the accumulator was handed back to the MMA (or never waited on) before its reader was done with it: "
+                "the reader must wait on the barrier the MMA's commit arrives on, and release the accumulator only "
+                "after its last read, before the MMA writes the next tile into it")
+    if victim == "writer":
+        return ("the write is not ordered after the asynchronous operation still using the buffer: wait for it to "
+                "finish (mma_wait for a wgmma reading it, the copy's barrier for a load into it) before writing")
+    if victim == "alias":
+        return ("the buffer shares its storage with one declared over it, and the write through the other name came "
+                "before the last read of this one: order it after that read (its release barrier or a sync)")
+    return ("the stage was handed back to the producer (or never waited on) before every reader was done with "
+            "it, so the next TMA load replaced the tile under its reader")
 
 
 def finding_notes(result: Result, issue: Issue) -> list[Note]:

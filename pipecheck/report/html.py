@@ -13,6 +13,7 @@ from ..pipeline.result import Result
 from .common import IssueView, timeline_rows, view
 from .text import BARRIERS, header
 from .trace import ASYNC, Trace
+from ..model.threads import who_threads
 
 CELL = 36  # px per step
 RIGHT = 230  # px for each barrier's state at the end
@@ -31,7 +32,11 @@ h1 { font-size: 20px; margin: 0 0 4px 0; } h2 { font-size: 17px; margin: 28px 0 
 .verdict-findings { color: #b3261e; } .verdict-verified { color: #1a7f37; } .verdict-inconclusive { color: #9a6700; }
 pre { background: #f6f8fa; padding: 10px; border-radius: 6px; white-space: pre-wrap; font-size: 12.5px; }
 .why { max-width: 980px; line-height: 1.45; }
-.svgbox { overflow-x: auto; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px; background: #fff; }
+.svgbox { overflow-x: auto; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px; background: #fff;
+          scroll-snap-type: x proximity; }
+.svgbox.from-end { direction: rtl; } .svgbox > .svgwrap { direction: ltr; position: relative; display: inline-block; }
+.fail-anchor { position: absolute; top: 0; width: 1px; height: 1px; scroll-snap-align: center; }
+a.to-failing { font-size: 12.5px; }
 table.steps { border-collapse: collapse; font-size: 12.5px; margin-top: 10px; }
 table.steps th, table.steps td { border: 1px solid #d0d7de; padding: 3px 6px; vertical-align: top; text-align: left; }
 table.steps tr.failing td { background: #ffebe9; color: #8c1d18; font-weight: 600; }
@@ -42,6 +47,26 @@ svg text { font-family: Menlo, Consolas, 'DejaVu Sans Mono', monospace; }
 
 def _x(step: int) -> int:
     return GUTTER + (step - 1) * CELL
+
+
+def never_moved(model, trace: Trace) -> dict[str, str]:
+    """Per role instance, the threads that took no step in the schedule (`warps 1-3`), when some did not."""
+    moved = {(st.column, st.who) for st in trace.steps}
+    idle: dict[str, list] = {}
+    for cl in model.classes:
+        if (cl.unit, cl.who) not in moved:
+            idle.setdefault(cl.unit, []).append(cl)
+    out = {}
+    for unit, cls in idle.items():
+        members = {t for cl in cls for t in cl.members}
+        out[unit] = who_threads(cls[0], members) or "all its threads"
+    return out
+
+
+def failing_column(v: IssueView) -> int | None:
+    """The step column to open the timeline at: the failing step, or the `end` column of a hang."""
+    failing = v.trace.failing_step()
+    return len(v.trace.steps) + 1 if v.issue.code == "hang" else failing
 
 
 def _svg(result: Result, v: IssueView) -> str:
@@ -56,6 +81,7 @@ def _svg(result: Result, v: IssueView) -> str:
     width = GUTTER + ncols * CELL + RIGHT
     height = TOP + len(lanes) * LANE + 24
     failing = trace.failing_step()
+    idle = never_moved(model, trace)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="counterexample timeline">']
     out.append(f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>')
@@ -79,8 +105,14 @@ def _svg(result: Result, v: IssueView) -> str:
         out.append(f'<g class="{lane_class}" data-lane="{escape(name)}">')
         out.append(f'<rect x="0" y="{y}" width="{width}" height="{LANE}" fill="{shade}" fill-opacity="0.6"/>')
         title = "TMA / wgmma" if name == ASYNC else name
-        out.append(f'<text x="8" y="{y + LANE // 2 + 4}" font-size="12" font-weight="bold" '
+        lazy = idle.get(name) if kind == "role" else None
+        out.append(f'<text x="8" y="{y + LANE // 2 + (0 if lazy else 4)}" font-size="12" font-weight="bold" '
                    f'fill="{"#0b4f8a" if kind == "barrier" else "#1b1f24"}">{escape(title)}</text>')
+        if lazy:  # threads of this instance that never moved: often the ones a hang or an alias is about
+            out.append(f'<g class="never-moved"><title>{escape(f"{name} {lazy} never moved in this schedule")}</title>'
+                       f'<text x="8" y="{y + LANE - 3}" font-size="9" fill="#8c1d18">never moved: {escape(lazy)}</text>'
+                       f'<rect x="{GUTTER}" y="{y + 1}" width="{ncols * CELL}" height="2" fill="#d1242f" '
+                       f'fill-opacity="0.5"/></g>')
         if kind == "role":
             for st in trace.steps:
                 if st.column != name:
@@ -166,14 +198,35 @@ def _issue(result: Result, v: IssueView, k: int) -> str:
     f = v.issue.finding
     parts = [f'<section class="finding" id="finding-{k}" data-code="{escape(f.code)}">',
              f"<h2>{escape(f.code)}: {escape(f.message)}</h2>"]
-    parts.append(f"<pre>{escape(render(Diagnostic('error', f.code, f.message, v.span, v.chain), result.sources))}</pre>")
+    parts.append(f"<pre>{escape(render(Diagnostic(v.issue.severity, f.code, f.message, v.span, v.chain), result.sources))}</pre>")
     if v.when:
         parts.append(f'<p class="when"><b>when:</b> {escape(v.when)}</p>')
     if v.why:
         parts.append(f'<p class="why"><b>why:</b> {escape(v.why)}</p>')
+    if v.issue.fix:
+        parts.append(f'<p class="fix"><b>usual fix:</b> {escape(v.issue.fix)}</p>')
+    if v.issue.consequences:
+        parts.append('<p class="leads"><b>leads to:</b></p><ul class="consequences">')
+        for c in v.issue.consequences:
+            line = result.sites[c.finding.site].span.line if 0 <= c.finding.site < len(result.sites) else 0
+            parts.append(f'<li data-code="{escape(c.code)}"><b>{escape(c.code)}</b>{" (latent)" if c.severity == "latent" else ""}'
+                         f'{f", line {line}" if line else ""}: {escape(c.finding.message)} ({escape(c.led_by)}; '
+                         f'{len(c.witness.path)} steps)</li>')
+        parts.append("</ul>")
     title = f"counterexample: {len(v.trace.steps)} steps" + (f" ({v.config_text})" if v.config_text else "")
     parts.append(f"<h3>{escape(title)}</h3>")
-    parts.append(f'<div class="svgbox">{_svg(result, v)}</div>')
+    col = failing_column(v)
+    anchor = ""
+    box = "svgbox"
+    if col is not None:  # no scripts: the box opens at its end when the failing step is in the later half, and
+        # the failing step is a scroll-snap point and a link target
+        x = _x(col) + CELL // 2
+        anchor = f'<span class="fail-anchor" id="finding-{k}-failing" style="left: {x}px"></span>'
+        total = GUTTER + (len(v.trace.steps) + (1 if v.issue.code == "hang" else 0)) * CELL + RIGHT
+        box += " from-end" if x > total / 2 else ""
+        label = "the blocked end" if v.issue.code == "hang" else f"step {col}"
+        parts.append(f'<p><a class="to-failing" href="#finding-{k}-failing">go to {label}</a></p>')
+    parts.append(f'<div class="{box}"><div class="svgwrap">{anchor}{_svg(result, v)}</div></div>')
     parts.append(_table(result, v))
     if v.barriers:
         parts.append("<h3>barriers at the failure</h3><ul>")

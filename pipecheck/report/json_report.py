@@ -33,34 +33,39 @@ def _barrier(model: Model, s: State, gid: int) -> dict:
             "tx": b.tx}
 
 
-def to_dict(result: Result) -> dict:
-    findings = []
-    for issue in result.issues:
-        v = view(result, issue)
-        model = issue.run.model
-        steps = []
-        for st in v.trace.steps:
-            after = v.trace.states[st.index - 1]
-            steps.append({
-                "step": st.index, "role": st.column, "threads": st.who, "kind": st.kind, "action": st.text,
-                "location": _loc(result.sites[st.site].span) if 0 <= st.site < len(result.sites) else None,
-                "effects": list(st.effects), "findings": [f.code for f in st.findings],
-                "barriers": [_barrier(model, after, g) for g in st.touched],
-            })
-        blocked = []
-        if issue.code == "hang":
-            for column, who, what, site in blocked_rows(model, v.trace.final):
-                blocked.append({"role": column, "threads": who, "state": what,
-                                "location": _loc(result.sites[site].span) if 0 <= site < len(result.sites) else None})
-        findings.append({
-            "code": issue.code, "severity": "error", "message": issue.finding.message,
-            "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
-            "configuration": v.config_text or None, "when": v.when or None, "why": v.why or None,
-            "notes": [{"message": n.message, "location": _loc(n.span)} for n in v.chain]  # the call chain first
-            + [{"message": n.message, "location": _loc(n.span)} for n in finding_notes(result, issue)],
-            "trace": steps, "blocked": blocked, "barriers": v.barriers,
-            "needs_independent_scheduling": issue.needs_independent_scheduling,
+def _finding(result: Result, issue) -> dict:
+    v = view(result, issue)
+    model = issue.run.model
+    steps = []
+    for st in v.trace.steps:
+        after = v.trace.states[st.index - 1]
+        steps.append({
+            "step": st.index, "role": st.column, "threads": st.who, "kind": st.kind, "action": st.text,
+            "location": _loc(result.sites[st.site].span) if 0 <= st.site < len(result.sites) else None,
+            "effects": list(st.effects), "findings": [f.code for f in st.findings],
+            "barriers": [_barrier(model, after, g) for g in st.touched],
         })
+    blocked = []
+    if issue.code == "hang":
+        for column, who, what, site in blocked_rows(model, v.trace.final):
+            blocked.append({"role": column, "threads": who, "state": what,
+                            "location": _loc(result.sites[site].span) if 0 <= site < len(result.sites) else None})
+    return {
+        "code": issue.code, "severity": issue.severity, "latent": list(issue.latent), "message": issue.finding.message,
+        "location": _loc(v.span), "condition": issue.condition or None, "on_hardware": issue.on_hardware,
+        "configuration": v.config_text or None, "when": v.when or None, "why": v.why or None,
+        "fix": issue.fix or None,
+        "notes": [{"message": n.message, "location": _loc(n.span)} for n in v.chain]  # the call chain first
+        + [{"message": n.message, "location": _loc(n.span)} for n in finding_notes(result, issue)],
+        "trace": steps, "blocked": blocked, "barriers": v.barriers,
+        "needs_independent_scheduling": issue.needs_independent_scheduling,
+        "led_by": issue.led_by or None,
+        "consequences": [_finding(result, c) for c in issue.consequences],
+    }
+
+
+def to_dict(result: Result) -> dict:
+    findings = [_finding(result, issue) for issue in result.issues]
     static = [{"code": d.code, "severity": d.severity, "message": d.message, "location": _loc(d.span)} for d in result.static]
     out = {
         "schema": SCHEMA,
@@ -73,7 +78,8 @@ def to_dict(result: Result) -> dict:
                       "lockstep": result.options.lockstep, "symmetry": result.options.symmetry,
                       "counter": result.options.counter, "compact": result.options.compact,
                       "engine": result.options.engine,
-                      "all_findings": not result.options.limits.stop_at_first},
+                      "all_findings": not result.options.limits.stop_at_first,
+                      "cause_budget": result.options.cause_budget, "fail_on": result.options.fail_on},
         "verdict": result.verdict,
         "exit_code": result.exit_code,
         "stopped": result.stopped,

@@ -5,10 +5,13 @@ parts defined here. Both are deterministic: no timings, no terminal probing here
 """
 from __future__ import annotations
 
+import re
 import textwrap
+from dataclasses import replace
 
 from ..core.diagnostics import Diagnostic, Note, render
 from ..pipeline.result import Result
+from .trace import ASYNC
 from .common import IssueView, Row, finding_notes, parameter_lines, timeline_rows, view
 
 COLUMN_WIDTH = 30
@@ -48,17 +51,51 @@ def _header(result: Result) -> str:
     if result.verdict == "inconclusive":
         where = f" in {result.stopped_in}," if getattr(result, "stopped_in", "") else ""  # outside the search
         return f"{head}: inconclusive: stopped by {result.stopped}{where} after {stats}; no finding so far"
-    codes = ", ".join(dict.fromkeys([i.code for i in result.issues] + [d.code for d in result.static]))
+    codes = ", ".join(dict.fromkeys([i.code + (" (latent)" if i.latent else "") for i in result.issues] +
+                                    [d.code for d in result.static]))
     n = len(result.issues) + len(result.static)  # static findings (symbolic/static.py) count too
+    led = sum(len(i.consequences) for i in result.issues)
+    also = f", leading to {led} more" if led else ""
     tail = f"; stopped by {result.stopped}, so the search is incomplete" if result.stopped else ""
-    return f"{head}: {n} finding{'s' if n != 1 else ''} ({codes}) ({stats}{tail})"
+    policy = "" if result.fails else f"; none reaches --fail-on {result.options.fail_on}, so the exit code is 0"
+    return f"{head}: {n} finding{'s' if n != 1 else ''} ({codes}{also}) ({stats}{tail}{policy})"
+
+
+TEXT_WIDTH = 120  # the text timeline fits this many columns (with its indent) up to four roles and async
+_SHORT = [  # the compact cell wording, when the columns must narrow to fit TEXT_WIDTH
+    (re.compile(r"\bthreads (\d)"), r"t\1"), (re.compile(r"\bthread (\d)"), r"t\1"),
+    (re.compile(r"\blanes (\d)"), r"l\1"), (re.compile(r"\blane (\d)"), r"l\1"),
+    (re.compile(r"\bwarps (\d)"), r"w\1"), (re.compile(r"\bwarp (\d)"), r"w\1"),
+    (re.compile(r" parity (\d)"), r" p\1"), (re.compile(r"\((\d+) B -> ([^)]*)\)"), r"(\1B)"),
+    (re.compile(r"elect\(\) \(l(\d+) is elected\)"), r"elect()=l\1"), (re.compile(r" expect_tx "), " +tx "),
+    (re.compile(r"completes phase "), "ph "), (re.compile(r"everyone arrived: released"), "all met"),
+    (re.compile(r"^TMA: "), ""), (re.compile(r" lands "), " in "),
+]
+
+
+def fit(columns: list[str], indent: int = 2) -> tuple[int, int, bool]:
+    """(cell width, barrier width, compact wording): the default widths when they fit TEXT_WIDTH, else narrower
+    columns with the compact wording (html and json keep every word)."""
+    n = len(columns)
+    if indent + 15 + n * (COLUMN_WIDTH + 3) + BARRIER_WIDTH <= TEXT_WIDTH:
+        return COLUMN_WIDTH, BARRIER_WIDTH, False
+    bar = 17
+    return max(10, (TEXT_WIDTH - indent - 15 - 3 * n - bar) // n), bar, True
+
+
+def compact(text: str) -> str:
+    for pattern, repl in _SHORT:
+        text = pattern.sub(repl, text)
+    return text
 
 
 def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
-                bar_width: int = BARRIER_WIDTH) -> list[str]:
+                bar_width: int = BARRIER_WIDTH, short: bool = False) -> list[str]:
     """One column per role instance (and one for async completions), the spec line, and the barriers."""
-    names = [c[:width].ljust(width) for c in columns]
-    head = f" step | line | {' | '.join(names)} | {BARRIERS}"
+    if short:
+        rows = [replace(r, cell=compact(r.cell)) for r in rows]
+    names = [("async" if short and c == ASYNC else c)[:width].ljust(width) for c in columns]
+    head = f" step | line | {' | '.join(names)} | {'barriers after' if short else BARRIERS}"
     rule = "-" * len(head)
     lines = [head, rule]
     ended = False
@@ -86,10 +123,27 @@ def issue_head(result: Result, v: IssueView) -> list[str]:
     if v.when:
         notes.append(Note(f"when: {v.when}"))
     notes.extend(finding_notes(result, v.issue))
-    diag = Diagnostic("error", f.code, f.message, v.span, tuple(notes))
+    diag = Diagnostic(v.issue.severity, f.code, f.message, v.span, tuple(notes))
     out = [render(diag, result.sources)]
     if v.why:
         out.extend(textwrap.wrap("why: " + v.why, 100, subsequent_indent="     "))
+    if v.issue.fix:
+        out.extend(textwrap.wrap("usual fix: " + v.issue.fix, 100, subsequent_indent="     "))
+    out.extend(consequence_lines(result, v.issue))
+    return out
+
+
+def consequence_lines(result: Result, issue) -> list[str]:
+    """What the cause also leads to, one line each (the schedules are in --format json and html)."""
+    out = []
+    if issue.consequences:
+        out.append("leads to:")
+    for c in issue.consequences:
+        span = result.sites[c.finding.site].span if 0 <= c.finding.site < len(result.sites) else None
+        where = f"line {span.line}: " if span is not None else ""
+        sev = " (latent)" if c.latent and not issue.latent else ""
+        out.extend(textwrap.wrap(f"- {c.code}{sev}, {where}{c.finding.message} ({c.led_by}; "
+                                 f"{len(c.witness.path)} steps)", 100, initial_indent="  ", subsequent_indent="    "))
     return out
 
 
@@ -102,7 +156,8 @@ def render_issue(result: Result, v: IssueView) -> list[str]:
     out = issue_head(result, v)
     out.append("")
     out.append(counterexample_title(v))
-    out.extend("  " + line for line in render_rows(v.trace.columns, timeline_rows(result, v)))
+    width, bar_width, short = fit(v.trace.columns)
+    out.extend("  " + line for line in render_rows(v.trace.columns, timeline_rows(result, v), width, bar_width, short))
     if v.barriers:
         out.append("barriers at the failure:")
         out.extend("  " + b for b in v.barriers)

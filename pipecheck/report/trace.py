@@ -13,7 +13,7 @@ from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COLL, COMMIT_GROUP, COM
                         TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE)
 from ..model.state import State
 from ..model.system import Model
-from ..model.threads import Config
+from ..model.threads import Config, who_threads
 from ..search.explore import replay
 
 ASYNC = "async (TMA, wgmma)"
@@ -232,14 +232,22 @@ def build(model: Model, path: tuple, config: Config | None = None, system=None) 
 
 def blocked_rows(model: Model, s: State) -> list[tuple[str, str, str, int]]:
     """(column, who, what it is stuck on, site) for every unfinished thread class at the end of a trace."""
-    out = []
+    merged: dict[tuple, list] = {}  # threads of one instance stuck alike: one row (`warps 1-3`, not a row per warp)
     for c, groups in enumerate(s.locs):
         for (pc, env), m in groups:
             ins = model.code[c][pc]
             if ins.op is END:
                 continue
             cl = model.classes[c]
-            out.append((cl.unit, cl.who, model.describe_block(s, c, pc, env), ins.site))
+            key = (cl.unit, model.describe_block(s, c, pc, env), ins.site)
+            if key not in merged:
+                merged[key] = [cl, set(), []]
+            merged[key][1].update(cl.members)
+            merged[key][2].append(cl.who)
+    out = []
+    for (unit, what, site), (cl, members, whos) in merged.items():
+        who = who_threads(cl, members) or (whos[0] if len(whos) == 1 else "")
+        out.append((unit, who, what, site))
     return out
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.words import join_words
+from ..model.threads import compact_names
 from ..model.ir import (COLL_WAIT, END, MMA_WAIT, WAIT)
 from ..model.state import State
 from ..model.system import Model
@@ -103,21 +104,24 @@ def wait_for_graph(model: Model, s: State) -> WaitFor:
 
 
 def _who(model: Model, s: State, classes: set[int]) -> str:
-    """Name blocked classes by role instance when every unfinished class of it is among them."""
-    names = []
-    done_units = set()
+    """Name blocked classes by role instance when every unfinished class of it is among them, else by warps
+    or thread ranges, instances alike merged (`consumer[0..1] warps 1-3`)."""
+    units: dict[str, list[int]] = {}
     for c in sorted(classes):
-        unit = model.classes[c].unit
-        if unit in done_units:
-            continue
+        units.setdefault(model.classes[c].unit, []).append(c)
+    groups = []
+    for unit, ks in units.items():
         unit_classes = {k for k, cl in enumerate(model.classes) if cl.unit == unit
                         and any(model.code[k][pc].op is not END for (pc, _), _ in s.locs[k])}
-        if unit_classes <= classes:
-            names.append(unit)
-            done_units.add(unit)
-        else:
-            names.append(model.classes[c].label)
-    return join_words(names)
+        members = frozenset(t for k in ks for t in model.classes[k].members)
+        groups.append((model.classes[ks[0]], members, unit_classes <= set(ks)))
+    return join_words(compact_names(groups))
+
+
+def _plural_who(who: str) -> bool:
+    """Whether a name from `_who` stands for several groups (`a and b`, `consumer[0..1]`, `warps 1-3`)."""
+    return (" and " in who or "," in who or ".." in who
+            or any(f" {w} " in f" {who} " for w in ("lanes", "threads", "warps")))
 
 
 def explain_hang(model: Model, s: State, config_text: str = "") -> str:
@@ -130,7 +134,7 @@ def explain_hang(model: Model, s: State, config_text: str = "") -> str:
     for root in roots:
         waiters = sorted({w[1] for w in g.predecessors(root)})
         who = _who(model, s, set(waiters))
-        verb = "waits" if " and " not in who and "," not in who else "wait"
+        verb = "wait" if _plural_who(who) else "waits"
         if root[0] == "bar":
             gid = root[1]
             b = s.bars[gid]
@@ -174,7 +178,7 @@ def explain_hang(model: Model, s: State, config_text: str = "") -> str:
             if not waiters:
                 continue
             arrivers = {a[1] for a in g.successors(node)}
-            plural = "s" if len(waiters) == 1 and "," not in _who(model, s, waiters) and " and " not in _who(model, s, waiters) else ""
+            plural = "" if _plural_who(_who(model, s, waiters)) else "s"
             parts.append(f"{_who(model, s, waiters)} wait{plural} on {model.layout.bar_names[node[1]]}, "
                          f"which only {_who(model, s, arrivers)} would arrive on")
     if not parts:

@@ -29,6 +29,10 @@ class Limits:
     # Do not explore past a transition that raised a finding: the protocol is already broken there,
     # and what follows is mostly fallout. A state reached by a clean path is still explored.
     past_findings: bool = False
+    # With stop_at_first: go on for this many more states after the first finding, now also past the transitions
+    # that raised findings (its cause and consequences, pipeline/causes.py); the stop is still "first-finding".
+    # The states, transitions and depth reported stay those at the first finding: what decided the verdict.
+    after_first: int = 0
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Found:
     finding: Any
     path: tuple  # actions from the initial state; the last one raised the finding (none for terminal findings)
     terminal: bool
+    after_first: bool = False  # found by Limits.after_first, past the first finding
 
 
 @dataclass
@@ -89,6 +94,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     stopped = None
     tick = 0
     next_check = start  # the first expansion is checked too: a small graph must still honour a tight limit
+    first_at: tuple | None = None  # (states, transitions, depth) when the first finding was found (after_first)
+    held: list = []  # transitions that raised findings before the first was found, for the after_first search
     while frontier:
         state, sid, d = frontier.popleft()
         depth = max(depth, d)
@@ -97,14 +104,16 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             terminals += 1
             for f in system.terminal_findings(state):
                 if f.key not in found:
-                    found[f.key] = Found(f, _path(parents, sid), True)
+                    found[f.key] = Found(f, _path(parents, sid), True, first_at is not None)
         for action, nxt, findings in succs:
             transitions += 1
             if findings:
                 for f in findings:
                     if f.key not in found:
-                        found[f.key] = Found(f, _path(parents, sid) + (action,), False)
-                if not limits.past_findings:
+                        found[f.key] = Found(f, _path(parents, sid) + (action,), False, first_at is not None)
+                if not limits.past_findings and first_at is None:
+                    if limits.after_first:
+                        held.append((sid, action, nxt, d + 1))
                     continue
             k = key(nxt) if key is not None else nxt
             if k not in index:
@@ -113,8 +122,17 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                 parents.append((sid, action))
                 frontier.append((nxt, nid, d + 1))
         if limits.stop_at_first and found:
-            stopped = "first-finding"
-            break
+            if first_at is None and limits.after_first:
+                first_at = (len(parents), transitions, depth)
+                for psid, action, nxt, nd in held:  # the transitions that raised the findings: now explored too
+                    k = key(nxt) if key is not None else nxt
+                    if k not in index:
+                        index[k] = len(parents)
+                        parents.append((psid, action))
+                        frontier.append((nxt, len(parents) - 1, nd))
+            if first_at is None or len(parents) > first_at[0] + limits.after_first:
+                stopped = "first-finding"
+                break
         tick += 1
         now = time.perf_counter()
         if progress is not None and tick & 1023 == 0:
@@ -133,8 +151,18 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             stopped = "max-states"
             break
     complete = stopped is None or (stopped == "first-finding" and not frontier)
-    return Exploration(complete, len(parents), transitions, depth, list(found.values()),
-                       None if complete else stopped, time.perf_counter() - start, terminals)
+    states = len(parents)
+    extra = {}
+    if first_at is not None:  # what decided the verdict; the states past it looked for causes and consequences
+        extra["after_first"] = states - first_at[0]
+        (states, transitions, depth), stopped, complete = first_at, "first-finding", False
+    if getattr(key, "census", False):  # --stats: the visited keys, for search.census
+        extra["visited"] = (key, list(index))
+    stats = getattr(system, "stats", None)
+    if stats is not None:  # what the system says of its own search (the reduction's sets)
+        extra.update(stats())
+    return Exploration(complete, states, transitions, depth, list(found.values()),
+                       None if complete else stopped, time.perf_counter() - start, terminals, extra)
 
 
 def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[Any]]]:
