@@ -58,7 +58,7 @@ def run(path: Path, ov: tuple, past: bool, reduce: bool = False, symmetry: bool 
 
 
 def findings(r) -> set:
-    return {(i.code, r.sites[i.finding.site].span.line if i.finding.site >= 0 else 0) for i in r.issues}
+    return {(i.code, r.sites[i.finding.site].span.line if i.finding.site >= 0 else 0) for i in r.all_issues}
 
 
 @pytest.mark.parametrize("path", corpus(unreduced=True))
