@@ -195,3 +195,15 @@ def test_the_html_timeline_opens_at_the_failing_step_and_marks_warps_that_never_
     assert 'id="finding-1-failing"' in html and 'href="#finding-1-failing"' in html
     assert "scroll-snap-align" in html and "<script" not in html
     assert "never moved" in html
+
+
+def test_sarif_carries_severity_fix_and_consequences():
+    code, out, _ = cli("verify", str(DATA / "warpgroup_waits_one_arrives.pipe"),
+                       str(DATA / "early_release_three_stages.pipe"), "--format", "sarif")
+    assert code == 1
+    results = json.loads(out)["runs"][0]["results"]
+    latent = next(r for r in results if r["ruleId"] == "phase-alias")
+    assert latent["level"] == "warning" and latent["properties"]["severity"] == "latent"
+    cause = next(r for r in results if r["ruleId"] == "overwrite")
+    assert cause["level"] == "error" and "mma_wait" in cause["properties"]["fix"]
+    assert {c["code"] for c in cause["properties"]["consequences"]} >= {"phase-alias", "hang"}

@@ -128,8 +128,9 @@ def to_sarif(results: Iterable[Result], errors: Iterable[Diagnostic] = ()) -> di
             msg = issue.finding.message
             if v.when:
                 msg += f" ({v.when})"
-            res: dict = {"ruleId": issue.code, "ruleIndex": index.get(issue.code, -1), "level": "error",
-                         "message": {"text": msg}}
+            # a latent finding (it needs what the H200 was not seen to do) is a warning to code scanning
+            res: dict = {"ruleId": issue.code, "ruleIndex": index.get(issue.code, -1),
+                         "level": "warning" if issue.latent else "error", "message": {"text": msg}}
             loc = _location(v.span)
             res["locations"] = [loc] if loc else [_location(None, result.spec)]
             notes = [(n.message, n.span) for n in v.chain]  # inside procedures: the calls down to the statement
@@ -141,7 +142,12 @@ def to_sarif(results: Iterable[Result], errors: Iterable[Diagnostic] = ()) -> di
             res["partialFingerprints"] = {"pipecheck/v1": f"{issue.code}:{result.kernel.name}:"
                                                            f"{v.span.line if v.span else 0}"}
             res["properties"] = {"condition": issue.condition or None, "on_hardware": issue.on_hardware,
-                                 "why": v.why or None, "barriers": v.barriers, "params": result.params}
+                                 "why": v.why or None, "barriers": v.barriers, "params": result.params,
+                                 "severity": issue.severity, "latent": list(issue.latent), "fix": issue.fix or None,
+                                 "consequences": [{"code": c.code, "message": c.finding.message,
+                                                   "line": result.sites[c.finding.site].span.line
+                                                   if 0 <= c.finding.site < len(result.sites) else None}
+                                                  for c in issue.consequences]}
             out_results.append(res)
         if result.verdict == "inconclusive":
             notifications.append({"level": "warning", "message": {
