@@ -7,10 +7,10 @@ networkx) are imported only when one is rendered.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .core.version import __version__
-__all__ = ["Finding", "Location", "Report", "Spec", "SpecError", "Step", "load", "verify", "__version__"]
+__all__ = ["Finding", "LimitReached", "Location", "Report", "Spec", "SpecError", "Step", "load", "verify", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lang.check import CheckedKernel
@@ -21,6 +21,9 @@ def __getattr__(name: str) -> Any:
     if name == "SpecError":
         from .core.diagnostics import SpecError
         return SpecError
+    if name == "LimitReached":
+        from .pipeline.limits import LimitReached
+        return LimitReached
     raise AttributeError(f"module 'pipecheck' has no attribute {name!r}")
 
 
@@ -139,10 +142,15 @@ class Report:
         from .report.text import render_result
         return render_result(self.result)
 
-    def to_json(self) -> dict:
-        """The pipecheck-result/1 document (docs/json-schema.md)."""
+    def to_dict(self) -> dict:
+        """The pipecheck-result/1 document (docs/json-schema.md) as Python data."""
         from .report.json_report import to_dict
         return to_dict(self.result)
+
+    def to_json(self) -> str:
+        """The pipecheck-result/1 document as JSON text: the bytes `pipecheck verify --format json` prints."""
+        from .report.json_report import render_json
+        return render_json(self.result)
 
     def sarif(self) -> dict:
         from .report.sarif import to_sarif
@@ -164,19 +172,55 @@ def load(path: str, **params: int) -> Spec:
     return Spec(str(path), overrides, kernel)
 
 
-def verify(spec: "Spec | str", *, elect: str = "any", max_states: int = 2_000_000, timeout: float | None = None,
-           all_findings: bool = False, params: Mapping[str, int] | None = None) -> Report:
-    """Explore every schedule of a spec (a `Spec` or a path) and return its `Report`; raises SpecError."""
+def verify(spec: "Spec | str", *, elect: str = "any", params: Mapping[str, int] | None = None,
+           ranges: Mapping[str, tuple[int, int]] | None = None, all_params: bool = False,
+           max_states: int = 2_000_000, timeout: float | None = None, max_memory: int | None = None,
+           all_findings: bool = False, reduction: bool = True, symmetry: bool = True, counter: str = "classes",
+           compact: bool = True, lockstep: bool = False, every: str | None = None, engine: str = "explicit",
+           depth: int = 30, entry: str | None = None, block: tuple[int, int, int] | None = None,
+           cluster: tuple[int, int, int] | None = None, grid: tuple[int, int, int] | None = None,
+           nvcc_flags: tuple[str, ...] = (), progress: Callable[[int, int, float], None] | None = None,
+           **options: Any) -> Report:
+    """Explore every schedule of a spec (a `Spec` or a path: .pipe, .ptx, .cu) and return its `Report`.
+
+    Every option of `pipecheck verify` is a keyword of the same name (`--no-reduction` is
+    `reduction=False`, `--all` is `all_findings=True`, `-D N=LO..HI` is `ranges={"N": (LO, HI)}`);
+    `progress(states, depth, seconds)` is called while exploring. Raises SpecError for a wrong
+    spec, ValueError for a wrong option, and `pipecheck.LimitReached` when `timeout` or
+    `max_memory` stops the run before the spec is even checked."""
+    from dataclasses import fields, replace
     from .search.explore import Limits
     from .pipeline.verify import verify_file
     from .pipeline.result import Options
-    if elect not in ("any", "lowest"):
-        raise ValueError("elect is 'any' or 'lowest'")
+    if not (elect in ("any", "lowest") or (str(elect).isdigit() and 0 <= int(elect) <= 31)):
+        raise ValueError("elect is 'any', 'lowest' or a lane 0..31")
+    for name, value, allowed in (("counter", counter, ("classes", "warps", "threads")),
+                                 ("engine", engine, ("explicit", "bmc"))):
+        if value not in allowed:
+            raise ValueError(f"{name} is one of {', '.join(map(repr, allowed))}")
+    for name, value in (("max_states", max_states), ("max_memory", max_memory), ("depth", depth)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer")
+    if timeout is not None and not (timeout > 0 and timeout != float("inf")):
+        raise ValueError("timeout must be a positive number of seconds")
     if isinstance(spec, Spec):
         path, overrides = spec.path, dict(spec.overrides)
     else:
         path, overrides = str(spec), {}
     overrides.update(params or {})
-    options = Options(overrides=tuple(overrides.items()), elect=elect,
-                      limits=Limits(max_states=max_states, timeout=timeout, stop_at_first=not all_findings))
-    return Report(verify_file(path, options))
+    if ranges and not all_params:
+        raise ValueError("ranges narrow the parameter ranges of all_params=True")
+    known = {f.name for f in fields(Options)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"verify() got an unexpected keyword argument {unknown[0]!r}")
+    opts = Options(overrides=tuple(overrides.items()), elect=str(elect),
+                   limits=Limits(max_states=max_states, timeout=timeout, max_memory_mb=max_memory,
+                                 stop_at_first=not all_findings),
+                   reduce=reduction, symmetry=symmetry, counter=counter, compact=compact, lockstep=lockstep,
+                   all_params=all_params, ranges=tuple((n, lo, hi) for n, (lo, hi) in (ranges or {}).items()),
+                   engine=engine, depth=depth, every=every, entry=entry, block=block, cluster=cluster, grid=grid,
+                   nvcc_flags=tuple(nvcc_flags))
+    if options:  # Options fields without a keyword of their own (newer CLI flags), set as they are named there
+        opts = replace(opts, **options)
+    return Report(verify_file(path, opts, progress))

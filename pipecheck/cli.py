@@ -11,6 +11,7 @@ import sys
 from typing import Sequence, TextIO
 
 from .core.diagnostics import Diagnostic, SpecError, render
+from .core.version import __version__
 from .pipeline.result import Options, Result
 from .pipeline.limits import LimitReached
 from .pipeline.verify import load_checked, verify_file
@@ -116,6 +117,7 @@ def _kernel_flags(p: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pipecheck", description="Model checker for TMA/mbarrier pipeline protocols.")
+    p.add_argument("--version", action="store_true", help=f"print the version (pipecheck {__version__}) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     v = sub.add_parser("verify", help="explore every schedule and report hangs, races and faults")
     v.add_argument("specs", nargs="+", metavar="SPEC")
@@ -253,6 +255,9 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    if list(argv)[:1] == ["--version"]:  # before the parser: it requires a command
+        stdout.write(f"pipecheck {__version__}\n")
+        return EXIT_VERIFIED
     try:
         args = _parser().parse_args(list(argv))
     except _UsageError as exc:
@@ -426,10 +431,13 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"pipecheck: error: cannot write {args.output}: {exc.strerror}\n")
             return EXIT_ERROR
     try:
-        return _verify_all(args, options, out, stderr)
+        code = _verify_all(args, options, out, stderr)
     finally:
         if out is not stdout:
             out.close()
+    if out is not stdout:  # say where the report went (stdout stays empty)
+        stderr.write(f"pipecheck: wrote the {args.format} report to {args.output}\n")
+    return code
 
 
 def _verify_all(args, options: Options, out: TextIO, stderr: TextIO) -> int:

@@ -111,3 +111,30 @@ def test_console_script_entry_point():
     proc = subprocess.run([sys.executable, "-m", "pipecheck", "verify", str(ROOT / "examples" / "ring.pipe")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- releases (issue 19): one version everywhere, a changelog entry and a tag name for pre-commit
+
+def test_version_is_one_number_everywhere():
+    import pipecheck
+    from pipecheck.core.version import __version__
+    code, out, err = cli("--version")
+    assert (code, out, err) == (0, f"pipecheck {__version__}\n", "")
+    assert pipecheck.__version__ == __version__ and re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and 'attr = "pipecheck.core.version.__version__"' in pyproject
+    first = re.search(r"^## (\S+) \(\d{4}-\d\d-\d\d\)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert first and first.group(1) == __version__  # the newest entry is this version
+    for doc in ("README.md", ".pre-commit-hooks.yaml"):  # the pre-commit snippet names its tag
+        assert f"rev: v{__version__}" in (ROOT / doc).read_text(), doc
+    data = json.loads(cli("verify", str(ROOT / "examples" / "ring.pipe"), "--format", "json")[1])
+    assert data["tool"]["version"] == __version__
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_output_file_says_where_it_wrote(tmp_path, fmt):
+    target = tmp_path / f"report.{fmt}"
+    code, out, err = cli("verify", str(ROOT / "examples" / "ring.pipe"), "--format", fmt, "-o", str(target))
+    assert code == 0 and out == ""
+    assert err == f"pipecheck: wrote the {fmt} report to {target}\n"
+    assert "verified" in target.read_text()

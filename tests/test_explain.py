@@ -124,3 +124,34 @@ def test_graph_draws_the_contract():
     assert buggy.count("-->|arrives|") == 2 and "style c1_b1 stroke:#d1242f" in buggy
     code, out, _ = cli("graph", str(ROOT / "examples" / "ring.pipe"), "--format", "dot")
     assert out.startswith("digraph protocol {") and out.count("->") == 7
+
+
+# --- the store side (issue 19): TMA stores, bulk groups and store rings in explain and graph
+
+def test_explain_shows_the_store_side():
+    code, out, _ = cli("explain", str(ROOT / "examples" / "epilogue.pipe"))
+    assert code == 0
+    assert ("store ring D[0..1]: 2 stages, 4 TMA stores by epilogue; before a stage is written again: wait_group_read 1 "
+            "(at most 1 older store reading SMEM); before exit: wait_group_read 0") in out
+    assert ("epilogue thread 0: write D[0] x2, D[1] x2; fence_proxy_async x4; tma_store D[0] x2, D[1] x2; 4 bulk groups "
+            "(commit_group); wait_group_read 1 x4, then wait_group_read 0") in out
+    assert "epilogue threads 1-127: write D[0] x2, D[1] x2; fence_proxy_async x4" in out
+
+
+def test_explain_json_and_graph_show_the_store_side():
+    import json
+    spec = str(ROOT / "specs" / "cutlass_sm90_pingpong.pipe")
+    data = json.loads(cli("explain", spec, "--elect", "lowest", "--format", "json")[1])
+    [conf] = data["configurations"]
+    assert conf["store_rings"] and conf["store_rings"][0].startswith("store ring D[0..1]: 2 stages")
+    assert {s["role"] for s in conf["stores"] if "tma_store" in s["does"]} == {"math[0]", "math[1]"}
+    out = cli("graph", spec, "--elect", "lowest")[1]
+    assert "D (store ring, 2 stages, bulk groups)" in out and "|tma_store + commit_group|" in out
+    assert "|wait_group_read 1|" in out
+    dot = cli("graph", spec, "--elect", "lowest", "--format", "dot")[1]
+    assert "shape=parallelogram" in dot and 'label="tma_store + commit_group"' in dot
+
+
+def test_a_spec_without_stores_has_no_store_side():
+    out = cli("explain", str(ROOT / "examples" / "ring.pipe"))[1]
+    assert "store side" not in out

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from ..core.words import join_words
 from ..lang.check import CheckedKernel
-from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX,
-                        INIT, INVAL, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, RING, TMA_LOAD, WAIT, EvalError, Instr,
-                        RExpr, ROp, RRef, RRing, compile_expr)
+from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC_ARRIVE, END,
+                        EXPECT_TX, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, RING, TMA_LOAD,
+                        TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError, Instr, RExpr, ROp, RRef, RRing, compile_expr)
 from ..model.threads import ThreadClass
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ MAX_PATHS = 16  # `choose` forks explored per class; beyond this the first value
 
 BARRIER_OPS = (WAIT, ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, INIT, INVAL, MMA_COMMIT, CP_ASYNC_ARRIVE)
 ARRIVING_OPS = (ARRIVE, ARRIVE_DROP, MMA_COMMIT, CP_ASYNC_ARRIVE)
+# the store side: TMA stores, the bulk groups that complete them, the waits that drain them, and the ordinary
+# writes and proxy fences before them (BarOps with barrier -1)
+STORE_OPS = (TMA_STORE, COMMIT_GROUP, WAIT_GROUP, WRITE, FENCE_PROXY)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,9 @@ class BarOp:
     parity: int = -1  # waits
     site: int = -1
     stage: bool = False  # its barrier index came from a ring's `index`: a stage of a ring
-    buffer: str = ""  # tma_load: the destination buffer
+    buffer: str = ""  # tma_load: the destination buffer; tma_store, write: the buffer element ("D[1]")
+    pending: int = -1  # wait_group: the bulk groups it lets stay in flight
+    read: bool = False  # wait_group: only until they have read SMEM (wait_group_read)
 
 
 def _uses_ring_index(e) -> bool:
@@ -129,8 +134,25 @@ class _Walker:
                     env[a[-1]] += 1
                 elif op in BARRIER_OPS:
                     ops.extend(self.barrier_op(ins, env))
+                elif op in STORE_OPS:
+                    ops.append(self.store_op(ins, env))
                 pc += 1
         return paths
+
+    def store_op(self, ins: Instr, env: list) -> BarOp:
+        op, a, site = ins.op, ins.args, ins.site
+        if op in (TMA_STORE, WRITE):
+            ref = a[0]
+            decl = self.k.buffer(ref.name)
+            idx = [self.ev(i, env) for i in ref.indices]
+            if decl is not None:
+                for v, d in zip(idx, decl.dims):
+                    if not 0 <= v < d:
+                        raise EvalError(f"index {v} of '{ref.name}' is out of range 0..{d - 1}", site)
+            return BarOp(op, -1, site=site, buffer=ref.name + "".join(f"[{v}]" for v in idx))
+        if op == WAIT_GROUP:
+            return BarOp(op, -1, site=site, pending=self.ev(a[0], env), read=bool(a[1]))
+        return BarOp(op, -1, site=site)
 
     def barrier_op(self, ins: Instr, env: list) -> list[BarOp]:
         op, a, site = ins.op, ins.args, ins.site
@@ -243,6 +265,8 @@ def protocol_contract(kernel: CheckedKernel, classes: list[ThreadClass]) -> list
         ops = max(paths, key=len) if paths else []  # the longest path through its chooses: most of its protocol
         acc: dict[tuple[int, str], dict] = {}
         for o in ops:
+            if o.barrier < 0:  # the store side (store_contract)
+                continue
             side = {WAIT: "waits", INIT: "inits", INVAL: "inits", TMA_LOAD: "tx", COMPLETE_TX: "tx",
                     EXPECT_TX: "arrives"}.get(o.kind, "arrives")
             d = acc.setdefault((o.barrier, side), {"arrivals": 0, "expect": 0, "delivered": 0, "loads": 0,
@@ -271,6 +295,87 @@ def protocol_contract(kernel: CheckedKernel, classes: list[ThreadClass]) -> list
                                                 d["expect"], d["delivered"], d["loads"], tuple(d["buffers"]),
                                                 d["waits"], d["first"], tuple(d["sites"])))
     return contracts
+
+
+@dataclass(frozen=True)
+class StoreParty:
+    """One thread class's part on the store side: what it writes, stores, commits and drains."""
+
+    cls: int
+    role: str
+    unit: str  # the role instance
+    threads: tuple[int, ...]
+    stores: tuple[tuple[str, int], ...]  # buffer element -> TMA stores of one thread over the kernel
+    commits: int  # commit_group per thread: bulk groups
+    waits: tuple[tuple[str, int, int], ...]  # ("wait_group_read" | "wait_group", pending, times), in order
+    writes: tuple[tuple[str, int], ...]  # buffer element -> ordinary writes per thread
+    fences: int  # fence_proxy_async per thread
+    sites: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StoreRing:
+    """A buffer array that TMA stores go out of, stage by stage: its depth and the drain before each reuse."""
+
+    array: str
+    elements: tuple[str, ...]
+    stores: int  # over the kernel, all classes
+    units: tuple[str, ...]  # who stores
+    reuse_wait: tuple[str, int] | None  # the loosest wait of the storers before a stage is written again
+    tail_wait: tuple[str, int] | None  # their last wait (the drain before exit), if it comes after the last store
+
+
+def store_contract(kernel: CheckedKernel, classes: list[ThreadClass]) -> tuple[list[StoreParty], list[StoreRing]]:
+    """The store side of one configuration: per class its stores, bulk groups and drains; per buffer its ring."""
+    parties: list[StoreParty] = []
+    per_array: dict[str, dict] = {}
+    for cl in classes:
+        paths = class_barrier_ops(kernel, cl)
+        ops = [o for o in (max(paths, key=len) if paths else []) if o.barrier < 0]
+        if not ops:
+            continue
+        stores: dict[str, int] = {}
+        writes: dict[str, int] = {}
+        waits: list[list] = []
+        commits = fences = 0
+        sites: list[int] = []
+        last_store = max((i for i, o in enumerate(ops) if o.kind == TMA_STORE), default=-1)
+        for i, o in enumerate(ops):
+            if o.site not in sites:
+                sites.append(o.site)
+            if o.kind == TMA_STORE:
+                stores[o.buffer] = stores.get(o.buffer, 0) + 1
+                arr = per_array.setdefault(o.buffer.split("[")[0], {"elements": [], "stores": 0, "units": [],
+                                                                    "reuse": None, "tail": None})
+                if o.buffer not in arr["elements"]:
+                    arr["elements"].append(o.buffer)
+                arr["stores"] += cl.size
+                if cl.unit not in arr["units"]:
+                    arr["units"].append(cl.unit)
+            elif o.kind == WRITE:
+                writes[o.buffer] = writes.get(o.buffer, 0) + 1
+            elif o.kind == COMMIT_GROUP:
+                commits += 1
+            elif o.kind == FENCE_PROXY:
+                fences += 1
+            elif o.kind == WAIT_GROUP:
+                word = "wait_group_read" if o.read else "wait_group"
+                if waits and waits[-1][0] == word and waits[-1][1] == o.pending:
+                    waits[-1][2] += 1
+                else:
+                    waits.append([word, o.pending, 1])
+                for arr in per_array.values() if last_store >= 0 else ():  # the drains of the storing threads
+                    if cl.unit in arr["units"]:
+                        if i > last_store >= 0:
+                            arr["tail"] = (word, o.pending)
+                        elif arr["reuse"] is None or o.pending > arr["reuse"][1]:
+                            arr["reuse"] = (word, o.pending)
+        parties.append(StoreParty(cl.id, cl.role_name, cl.unit, cl.members, tuple(sorted(stores.items())), commits,
+                                  tuple(tuple(w) for w in waits), tuple(sorted(writes.items())), fences,
+                                  tuple(sites)))
+    rings = [StoreRing(name, tuple(a["elements"]), a["stores"], tuple(a["units"]), a["reuse"], a["tail"])
+             for name, a in sorted(per_array.items())]
+    return parties, rings
 
 
 def stage_flags(contracts: list[BarrierContract]) -> dict[int, str]:

@@ -17,7 +17,7 @@ from ..lang.lower import resolve_roles
 from ..model.ir import EvalError, Site
 from ..pipeline.configurations import config_classes, describe, elect_sites
 from ..pipeline.verify import load_checked
-from .contract import BarrierContract, protocol_contract, protocol_graph, stage_flags
+from .contract import BarrierContract, StoreParty, StoreRing, protocol_contract, protocol_graph, stage_flags, store_contract
 
 SCHEMA = "pipecheck-contract/1"
 HEADINGS = ("barrier", "count", "phases", "init", "side", "role", "threads", "per phase", "lines")
@@ -58,11 +58,24 @@ class BarrierGroup:
         return ", ".join(self.elements)
 
 
+@dataclass(frozen=True)
+class StoreRow:
+    """The store side of one role instance's threads that do the same: `epilogue thread 0: tma_store D[0] x2 ...`."""
+
+    unit: str
+    threads: str
+    does: str
+    lines: tuple[int, ...]
+
+
 @dataclass
 class Contract:
     condition: str  # "" when every configuration has this contract
     groups: list[BarrierGroup]
     elements: list[BarrierContract] = field(default_factory=list)
+    stores: list[StoreRow] = field(default_factory=list)  # the store side: TMA stores, bulk groups, drains
+    rings: list[str] = field(default_factory=list)  # each store ring in a sentence
+    store_rings: list[StoreRing] = field(default_factory=list)  # the same as data (for `graph`)
 
 
 @dataclass
@@ -166,6 +179,51 @@ def _groups(kernel: CheckedKernel, contracts: list[BarrierContract], sites: list
     return groups
 
 
+def _times(items: tuple[tuple[str, int], ...]) -> str:
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in items)
+
+
+def _store_rows(kernel: CheckedKernel, parties: list[StoreParty], sites: list[Site]) -> list[StoreRow]:
+    """Classes of one role instance that do the same on the store side, merged into one row."""
+    merged: dict[tuple, list] = {}
+    for p in parties:
+        does = []
+        if p.writes:
+            does.append("write " + _times(p.writes))
+        if p.fences:
+            does.append(f"fence_proxy_async x{p.fences}" if p.fences > 1 else "fence_proxy_async")
+        if p.stores:
+            does.append("tma_store " + _times(p.stores))
+        if p.commits:
+            does.append(f"{p.commits} bulk group{'s' if p.commits != 1 else ''} (commit_group)")
+        if p.waits:
+            does.append(", then ".join(f"{w} {n}" + (f" x{k}" if k > 1 else "") for w, n, k in p.waits))
+        lines = tuple(sorted({sites[s].span.line for s in p.sites if 0 <= s < len(sites) and sites[s].span}))
+        key = (p.unit, p.role, "; ".join(does))
+        entry = merged.setdefault(key, [set(), set()])
+        entry[0].update(p.threads)
+        entry[1].update(lines)
+    return [StoreRow(unit, _threads(kernel, role, tuple(sorted(members))), does, tuple(sorted(lines)))
+            for (unit, role, does), (members, lines) in merged.items()]
+
+
+def _ring_text(r: StoreRing) -> str:
+    first, last = r.elements[0], r.elements[-1]
+    label = f"{r.array}[{first[len(r.array):].strip('[]')}..{last[len(r.array):].strip('[]')}]" \
+        if len(r.elements) > 1 else first
+    text = (f"store ring {label}: {len(r.elements)} stage{'s' if len(r.elements) != 1 else ''}, {r.stores} TMA "
+            f"store{'s' if r.stores != 1 else ''} by {', '.join(r.units)}")
+    if r.reuse_wait is not None:
+        word, n = r.reuse_wait
+        still = "reading SMEM" if word == "wait_group_read" else "in flight"
+        text += f"; before a stage is written again: {word} {n} (at most {n} older store{'s' if n != 1 else ''} {still})"
+    elif len(r.elements) > 0 and r.stores > len(r.elements):
+        text += "; no wait_group before a stage is written again"
+    text += f"; before exit: {r.tail_wait[0]} {r.tail_wait[1]}" if r.tail_wait is not None else \
+        "; no wait_group after the last store"
+    return text
+
+
 def explain_file(path: str, overrides: dict[str, int], elect: str = "any", ptx_options=None) -> Explanation:
     """The contract of every configuration of a spec (or of a compiled kernel at its defaults, read and
     lowered without a search); raises SpecError when the input is wrong."""
@@ -193,14 +251,16 @@ def explain_file(path: str, overrides: dict[str, int], elect: str = "any", ptx_o
         try:
             raw = protocol_contract(kernel, cc.classes)
             groups = _groups(kernel, raw, sites)
+            sparties, srings = store_contract(kernel, cc.classes)
+            srows, rtexts = _store_rows(kernel, sparties, sites), [_ring_text(r) for r in srings]
         except EvalError as exc:
             raise error("value", str(exc), sites[exc.site].span if 0 <= exc.site < len(sites) else None) from None
         key = json.dumps([[g.label, g.init, g.flag, [list(map(str, p.__dict__.values())) for p in g.parties]]
-                          for g in groups])
+                          for g in groups] + [[r.unit, r.threads, r.does] for r in srows] + rtexts)
         if key in seen:
             seen[key].members.extend(cc.members)  # type: ignore[attr-defined]
             continue
-        contract = Contract("", groups, raw)
+        contract = Contract("", groups, raw, srows, rtexts, srings)
         contract.members = list(cc.members)  # type: ignore[attr-defined]
         seen[key] = contract
         out.contracts.append(contract)
@@ -248,18 +308,32 @@ def render_explain(e: Explanation, color: bool = False, width: int | None = None
         out.append("")
         out.append(f"when {c.condition}:" if c.condition else "in every configuration:" if len(e.contracts) == 1
                    else "")
-        rows = [HEADINGS] + table_rows(c)
-        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADINGS))]
-        for k, r in enumerate(rows):
-            out.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
-            if k == 0:
-                out.append("  " + "  ".join("-" * w for w in widths))
+        if c.groups:
+            rows = [HEADINGS] + table_rows(c)
+            widths = [max(len(r[i]) for r in rows) for i in range(len(HEADINGS))]
+            for k, r in enumerate(rows):
+                out.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+                if k == 0:
+                    out.append("  " + "  ".join("-" * w for w in widths))
+        out.extend(store_lines(c))
     ws = warnings(e)
     if ws:
         out.append("")
         out.append("* stage barrier without exactly one producer role and one consumer role:")
         out.extend(render(d, e.sources) for d in ws)
     return "\n".join(out) + "\n"
+
+
+def store_lines(c: Contract) -> list[str]:
+    """The store side: each store ring, then what each role's threads write, store, commit and drain."""
+    if not c.stores and not c.rings:
+        return []
+    out = ["  store side (TMA stores, bulk groups):"]
+    out += [f"    {r}" for r in c.rings]
+    for r in c.stores:
+        lines = f" (line{'s' if len(r.lines) != 1 else ''} {', '.join(map(str, r.lines))})" if r.lines else ""
+        out.append(f"    {r.unit} {r.threads}: {r.does}{lines}")
+    return out
 
 
 def _render_rich(e: Explanation, width: int | None) -> str:
@@ -276,7 +350,10 @@ def _render_rich(e: Explanation, width: int | None) -> str:
             table.add_column(h, overflow="fold")
         for r in table_rows(c):
             table.add_row(*(Text(x) for x in r), style="bold red" if r[0].endswith("*") else None)
-        console.print(table)
+        if c.groups:
+            console.print(table)
+        for line in store_lines(c):
+            console.print(Text(line))
     for d in warnings(e):
         console.print(Text(render(d, e.sources), style="yellow"))
     return buf.getvalue()
@@ -294,12 +371,14 @@ def to_dict(e: Explanation) -> dict:
                 "parties": [{"side": p.side, "role": p.unit, "threads": p.threads, "per_phase": p.per_phase,
                              "lines": list(p.lines)} for p in g.parties],
             } for g in c.groups],
+            "store_rings": list(c.rings),
+            "stores": [{"role": r.unit, "threads": r.threads, "does": r.does, "lines": list(r.lines)} for r in c.stores],
         } for c in e.contracts],
         "warnings": [{"message": d.message, "line": d.span.line if d.span else None} for d in warnings(e)],
     }
 
 
-EDGE_LABEL = {"arrives": "arrives", "tx": "TMA bytes", "waits": "releases"}
+EDGE_LABEL = {"arrives": "arrives", "tx": "TMA bytes", "waits": "releases", "stores": "tma_store + commit_group"}
 
 
 def render_graph(e: Explanation, fmt: str) -> str:
@@ -310,14 +389,27 @@ def render_graph(e: Explanation, fmt: str) -> str:
         g = protocol_graph(c.elements)
         flagged = {gr.array for gr in c.groups if gr.flag}
         title = c.condition or "every configuration"
-        ids = {n: f"c{k}_{'r' if n[0] == 'role' else 'b'}{i}" for i, n in enumerate(sorted(g.nodes))}
+        for r in c.store_rings:  # the store side: role -> store ring (TMA stores) -> role (the drain that frees a stage)
+            ring = ("store", r.array)
+            g.add_node(ring, count=len(r.elements))
+            for unit in r.units:
+                g.add_node(("role", unit))
+                g.add_edge(("role", unit), ring, side="stores")
+                if r.reuse_wait is not None or r.tail_wait is not None:
+                    g.add_edge(ring, ("role", unit), side=" ".join(map(str, r.reuse_wait or r.tail_wait)))
+        kinds = {"role": "r", "barrier": "b", "store": "s"}
+        ids = {n: f"c{k}_{kinds[n[0]]}{i}" for i, n in enumerate(sorted(g.nodes))}
         if fmt == "mermaid":
             out.append(f'  subgraph s{k} ["{title}"]')
             for n, nid in ids.items():
-                label = n[1] if n[0] == "role" else f"{n[1]} (count {g.nodes[n]['count']})"
-                out.append(f'    {nid}(["{label}"])' if n[0] == "role" else f'    {nid}[["{label}"]]')
+                if n[0] == "role":
+                    out.append(f'    {nid}(["{n[1]}"])')
+                elif n[0] == "store":
+                    out.append(f'    {nid}[/"{n[1]} (store ring, {g.nodes[n]["count"]} stages, bulk groups)"/]')
+                else:
+                    out.append(f'    {nid}[["{n[1]} (count {g.nodes[n]["count"]})"]]')
             for a, b, d in sorted(g.edges(data=True), key=lambda x: (ids[x[0]], ids[x[1]], x[2]["side"])):
-                out.append(f"    {ids[a]} -->|{EDGE_LABEL[d['side']]}| {ids[b]}")
+                out.append(f"    {ids[a]} -->|{EDGE_LABEL.get(d['side'], d['side'])}| {ids[b]}")
             for n, nid in ids.items():
                 if n[0] == "barrier" and n[1] in flagged:
                     out.append(f"    style {nid} stroke:#d1242f,stroke-width:3px")
@@ -328,12 +420,15 @@ def render_graph(e: Explanation, fmt: str) -> str:
             for n, nid in ids.items():
                 if n[0] == "role":
                     out.append(f'    {nid} [label="{n[1]}", shape=box, style=rounded];')
+                elif n[0] == "store":
+                    out.append(f'    {nid} [label="{n[1]} (store ring, {g.nodes[n]["count"]} stages, bulk groups)", '
+                               'shape=parallelogram];')
                 else:
                     color = ', color="#d1242f", penwidth=3' if n[1] in flagged else ""
                     out.append(f'    {nid} [label="{n[1]} (count {g.nodes[n]["count"]})", shape=box3d{color}];')
             for a, b, d in sorted(g.edges(data=True), key=lambda x: (ids[x[0]], ids[x[1]], x[2]["side"])):
-                style = ", style=dashed" if d["side"] == "tx" else ""
-                out.append(f'    {ids[a]} -> {ids[b]} [label="{EDGE_LABEL[d["side"]]}"{style}];')
+                style = ", style=dashed" if d["side"] in ("tx", "stores") else ""
+                out.append(f'    {ids[a]} -> {ids[b]} [label="{EDGE_LABEL.get(d["side"], d["side"])}"{style}];')
             out.append("  }")
     if fmt != "mermaid":
         out.append("}")
