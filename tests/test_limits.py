@@ -403,3 +403,28 @@ def test_a_limit_past_a_finding_keeps_it(monkeypatch, spec):
     code, out, err = cli("verify", path, "--all-params", "-D", "STAGES=2..3", "-D", "K_TILES=3..12", "--timeout", "8")
     assert code == 1, out + err
     assert "[hang]" in out and "stopped by timeout" in out
+
+
+def test_timeout_interrupts_a_long_z3_call():
+    # z3 runs in C, where the timer's signal waits; past the limit the watch interrupts z3 (a pigeonhole
+    # problem that takes minutes) and the run stops within seconds
+    import time
+    import z3
+    from pipecheck.pipeline import limits
+    from pipecheck.search.explore import Limits
+    holes = 11
+    x = [[z3.Bool(f"p{i}_{j}") for j in range(holes)] for i in range(holes + 1)]
+    s = z3.Solver()
+    for row in x:
+        s.add(z3.Or(row))
+    for j in range(holes):
+        for a in range(holes + 1):
+            for b in range(a + 1, holes + 1):
+                s.add(z3.Or(z3.Not(x[a][j]), z3.Not(x[b][j])))
+    t0 = time.perf_counter()
+    with pytest.raises(limits.LimitReached) as exc:
+        with limits.watch(Limits(timeout=1.0)):
+            limits.phase("class building", "a z3 query")
+            s.check()
+    assert time.perf_counter() - t0 < 15
+    assert exc.value.limit == "timeout" and exc.value.phase == "class building"

@@ -8,6 +8,7 @@ has, so there the watch only steps in after a grace period (one state with a hug
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from contextvars import ContextVar
@@ -86,16 +87,31 @@ class Watch:
             return "max-memory"
         return None
 
-    def _tick(self, signum, frame) -> None:
+    def _verdict(self) -> str | None:
+        """The limit to stop the run for now, or None."""
         if self.tripped is None:
             self.tripped = self._over(0.0, 1.0)
         searching = self.name in ("search", "bmc")
         if self.lenient or self.extra:
-            why = self._over(WRAP_UP, MEMORY_GRACE)
-        else:  # the search stops itself at the limit and keeps its states: a grace before interrupting it
-            why = self._over(SEARCH_GRACE, MEMORY_GRACE) if searching else self.tripped
+            return self._over(WRAP_UP, MEMORY_GRACE)
+        # the search stops itself at the limit and keeps its states: a grace before interrupting it
+        return self._over(SEARCH_GRACE, MEMORY_GRACE) if searching else self.tripped
+
+    def _tick(self, signum, frame) -> None:
+        why = self._verdict()
         if why is not None:
             raise LimitReached(why, self.name, self.detail, time.perf_counter() - self.start, rss_mb())
+
+    def _z3_guard(self) -> None:
+        """A thread beside the run: a z3 call does not return to Python (where the timer's signal is handled)
+        until it ends, so past a limit this interrupts z3, and the signal then stops the run."""
+        while not self._done.wait(4 * TICK):
+            z3 = sys.modules.get("z3")
+            if z3 is not None and self._verdict() is not None:
+                try:
+                    z3.main_ctx().interrupt()
+                except Exception:  # noqa: BLE001 - best effort: the signal still stops the run after z3 returns
+                    pass
 
     def __enter__(self) -> "Watch":
         self._token = _current.set(self)
@@ -108,6 +124,8 @@ class Watch:
             self._old = signal.signal(signal.SIGALRM, self._tick)
             signal.setitimer(signal.ITIMER_REAL, TICK, TICK)
             self.armed = True
+            self._done = threading.Event()
+            threading.Thread(target=self._z3_guard, name="pipecheck-z3-guard", daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,6 +138,7 @@ class Watch:
     def disarm(self) -> None:
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            self._done.set()
             self.armed = False
 
 
