@@ -165,7 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--engine", choices=["explicit", "bmc"], default="explicit",
                    help="explicit: breadth-first search (default); bmc: bounded model checking in z3 to --depth steps")
     v.add_argument("--depth", type=_positive_int, default=30, help="the bound of --engine bmc (transitions)")
-    v.add_argument("--stats", action="store_true", help="print states, time and rate to stderr")
+    v.add_argument("--stats", action="store_true",
+                   help="print states, time and rate to stderr, and where the states come from (per role instance "
+                        "and thread class, which classes split and where, the reduction's sets)")
     _kernel_flags(v)
     v.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="states, states/s and depth on stderr while exploring (auto: when stderr is a terminal)")
@@ -421,7 +423,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         counter=args.counter, compact=not args.no_compact,
         all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth, every=args.every,
         entry=args.entry, block=args.block, cluster=args.cluster, grid=args.grid, nvcc_flags=tuple(args.nvcc_flags),
-        cause_budget=args.cause_budget, fail_on=args.fail_on,
+        cause_budget=args.cause_budget, fail_on=args.fail_on, stats=args.stats,
     )
     out = stdout
     if args.output:
@@ -516,11 +518,16 @@ def _diagram(result: Result, fmt: str, n: int, stderr: TextIO) -> str:
 
 
 def _stats(result: Result, stderr: TextIO) -> None:
-    for run in result.runs:
+    from .search.census import census, render_census
+    for n, run in enumerate(result.runs):
         e = run.exploration
         rate = e.states / e.seconds if e.seconds > 0 else 0.0
         stderr.write(f"{result.spec}: {e.states} states, {e.transitions} transitions, depth {e.depth}, "
                      f"{e.seconds:.3f} s ({rate:,.0f} states/s)\n")
+        data = census(run.model, e)
+        if data is not None:
+            head = result.spec if len(result.runs) == 1 else f"{result.spec} (configuration class {n + 1})"
+            stderr.write(render_census(data, head))
     if result.plan is not None:  # the symbolic steps: classes found and the time each took
         p = result.plan
         lanes = sorted({len(r.cclass.partition.classes) for r in result.runs if r.cclass.partition is not None})

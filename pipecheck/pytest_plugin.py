@@ -4,6 +4,10 @@ Opt in with `pytest --pipecheck` (or `pipecheck = true` in the ini file) so inst
 pipecheck never changes which files a project's test run collects. A failing item shows
 the text report. A spec whose header states `# expect: CODES` passes when verify reports
 exactly those findings, so known-bug regression specs can live in the same suite.
+
+In CI, bound a search by states (`pipecheck_max_states`, or `--max-states` in `pipecheck_args`),
+never by wall time: a `--timeout` stops a run at a different point on a loaded machine, so the
+same spec passes on one run and is inconclusive on the next. A `--timeout` gets a warning.
 """
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ def pytest_addoption(parser: Any) -> None:
     parser.addini("pipecheck", type="bool", default=False, help="collect *.pipe specs (same as --pipecheck)")
     parser.addini("pipecheck_args", type="args", default=[],
                   help="extra `pipecheck verify` arguments for every spec, e.g. --elect lowest")
+    parser.addini("pipecheck_max_states", default="",
+                  help="--max-states for every spec (the bound to use in CI: the same on every machine, unlike "
+                       "--timeout)")
 
 
 def _enabled(config: Any) -> bool:
@@ -77,6 +84,14 @@ class PipeItem(pytest.Item):
 
         from .cli import run
         extra = list(self.config.getini("pipecheck_args"))
+        bound = str(self.config.getini("pipecheck_max_states")).strip()
+        if bound and not any(a == "--max-states" or a.startswith("--max-states=") for a in extra + self.args):
+            extra += ["--max-states", bound]
+        if any(a == "--timeout" or a.startswith("--timeout=") for a in extra + self.args):
+            import warnings
+            warnings.warn(pytest.PytestWarning(
+                f"{self.path.name}: --timeout bounds the search by wall time, so its verdict changes with machine "
+                "load; bound it by states instead (pipecheck_max_states, or --max-states)"))
         argv = ["verify", str(self.path), *extra, *self.args]
         out, err = io.StringIO(), io.StringIO()
         code = run(argv + ["--format", "json"], out, err)
@@ -92,7 +107,10 @@ class PipeItem(pytest.Item):
             text = io.StringIO()
             run(argv + ["--format", "text", "--color", "never"], text, io.StringIO())
             want = "verified" if self.expect.strip() == "verified" else f"exactly {self.expect}"
-            raise PipeFailure(f"expected {want}, got {data['verdict']}"
+            hint = ""
+            if data.get("stopped") == "max-states":
+                hint = " (stopped by --max-states: raise pipecheck_max_states, or reduce the spec's parameters)"
+            raise PipeFailure(f"expected {want}, got {data['verdict']}{hint}"
                               + (f" ({', '.join(sorted(got))})" if got else "") + "\n\n" + text.getvalue())
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:

@@ -62,3 +62,16 @@ def test_pre_commit_hook_runs_pipecheck_check():
     assert code in (0, 1) and not err, err  # 1: some regression specs carry bugs the static checks see
     assert out.count(": ok: kernel") + out.count(" static finding(s) (") == len(specs)
     assert shlex.split(hooks["pipecheck-verify"]["entry"])[:2] == ["pipecheck", "verify"]
+
+
+def test_max_states_ini_bounds_every_spec_and_timeout_warns(tmp_path):
+    # CI bounds searches by states (the same everywhere), not wall time (issue 16, item 4)
+    (tmp_path / "pytest.ini").write_text("[pytest]\npipecheck = true\npipecheck_max_states = 20\n")
+    (tmp_path / "ring.pipe").write_text(RING.replace("# expect: verified\n", ""))
+    proc = pytest_run(tmp_path, "-rN")
+    assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout + proc.stderr
+    assert "expected verified, got inconclusive (stopped by --max-states" in proc.stdout
+    (tmp_path / "pytest.ini").write_text("[pytest]\npipecheck = true\npipecheck_args = --timeout 600\n")
+    proc = pytest_run(tmp_path)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert "bound it by states instead" in proc.stdout

@@ -27,6 +27,7 @@ from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
 from .threads import ThreadClass, compact_names
 
 MAX_LOCAL_STEPS = 1_000_000
+_GOES, _ENDS, _STOPS, _FAILS = 0, 1, 2, 3  # how one statement of a future leaves it (Model._future_step)
 FUTURE_HORIZON = 64  # how many operations of a thread's future `future` looks at (the reduction's look-ahead)
 
 
@@ -80,6 +81,7 @@ class Model:
         self.partners = self._lockstep_partners() if lockstep else {}
         self.horizon = FUTURE_HORIZON if every is None else every.horizon
         self.future_cache: dict = {}
+        self.step_cache: dict = {}
 
     def _lockstep_partners(self) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
         """--lockstep: the classes of one warp that execute a statement execute it together (SIMT).
@@ -182,106 +184,129 @@ class Model:
         hit = self.future_cache.get(key)
         if hit is not None:
             return hit
+        ops: list[tuple] = []
+        exhaustive = False
+        try:
+            if self.code[c][pc].op in LOCAL_OPS:
+                nxt = self.settle(c, pc, env)
+                if len(nxt) != 1:
+                    raise EvalError("", -1)
+                pc, env = nxt[0]
+            steps = self.step_cache
+            for _ in range(self.horizon):
+                hit = steps.get((c, pc, env, m))
+                if hit is None:
+                    hit = self._future_step(c, pc, env, m)
+                added, nxt, how = hit
+                ops.extend(added)
+                if how is _GOES:
+                    pc, env = nxt
+                    continue
+                exhaustive = how is _ENDS
+                break
+        except (EvalError, ArithmeticError):
+            exhaustive = False
+        if exhaustive:
+            ops.append(("end", self.classes[c].cta))
+        out = (tuple(ops), exhaustive)
+        self.future_cache[key] = out
+        return out
+
+    def _stepped(self, key: tuple, ops: list, nxt: tuple | None, how: int) -> tuple:
+        hit = self.step_cache[key] = (tuple(ops), nxt, how)
+        return hit
+
+    def _future_step(self, c: int, pc: int, env: tuple, m: int) -> tuple:
+        """One statement of a future, kept per place (futures from nearby places share all but their first
+        statements): the operations it adds, where the group settles next, and whether the future goes on
+        (`_GOES`), ends with the thread (`_ENDS`), stops short (`_STOPS`) or cannot be followed (`_FAILS`)."""
+        key = (c, pc, env, m)
         model = self
         code = model.code[c]
         cta = model.classes[c].cta
         lay = model.layout
         ops: list[tuple] = []
-        exhaustive = False
         try:
-            if code[pc].op in LOCAL_OPS:
-                nxt = model.settle(c, pc, env)
-                if len(nxt) != 1:
-                    raise EvalError("", -1)
-                pc, env = nxt[0]
-            for _ in range(self.horizon):
-                ins = code[pc]
-                op = ins.op
-                env2 = env
-                skip = 1
-                if op is END:
-                    exhaustive = True
-                    break
-                if op is WAIT:
-                    ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
-                elif op is ARRIVE or op is ARRIVE_DROP:
-                    tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
-                    n = ins.b(env)
-                    # plain single arrivals left out of the double-arrive record: they commute (por "u")
-                    unit = ins.once and n == 1 and tx == 0
-                    ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
-                elif op is EXPECT_TX or op is COMPLETE_TX:
-                    ops.append(("tx", ins.a(env, cta)))
-                elif op is TMA_LOAD:
-                    buf, bar = ins.a(env, cta), ins.d(env, cta)
-                    targets = [cta]
-                    if ins.e is not None:
-                        targets = lay.ctas(ins.e(env))
-                    ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
-                elif op is CP_ASYNC:
-                    ops.append(("cpasync", ins.a(env, cta), c))
-                    env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
-                elif op is CP_ASYNC_ARRIVE:
-                    ops.append(("late_arrive", (ins.a(env, cta),), m))
-                elif op is READ:
-                    ops.append(("read", ins.a(env, cta)))
-                elif op is WRITE:
-                    ops.append(("write", ins.a(env, cta), ins.b(env)))
-                elif op is FENCE_PROXY:
-                    ops.append(("fence", c))
-                elif op is TMA_STORE:
-                    ops.append(("store", ins.a(env, cta), c))
-                elif op is COMMIT_GROUP:
-                    ops.append(("commit", c))
-                    env2 = env[:ins.b] + (env[ins.b] + 1,) + env[ins.b + 1:]
-                elif op is WAIT_GROUP:
-                    ops.append(("wgroup", c, env[ins.b] - ins.a(env), ins.c))
-                elif op is MMA:
-                    u = model.mma_unit[c]
-                    seq = env[ins.b]
-                    out = ins.c[0](env, cta) if ins.c is not None else -1
-                    ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
-                    env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
-                elif op is MMA_WAIT:
-                    ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
-                elif op is MMA_COMMIT:
-                    gid = ins.a(env, cta)
-                    bars = (gid,)
-                    if ins.e is not None:
-                        bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
-                    ops.append(("late_arrive", bars, 1))
-                elif op is COLL or op is COLL_WAIT:
-                    k, n = model.coll_key(c, ins, env)
-                    if op is COLL:
-                        ops.append(("coll", k, m, n, c))
-                        skip = 2
-                    ops.append(("cwait", k, n))
-                elif op is BAR_ARRIVE:
-                    ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env), c))
-                elif op is INIT or op is INVAL:
-                    ops.append(("init", ins.a(env, cta), c))
-                elif op is FENCE_INIT:
-                    ops.append(("finit", c))
-                elif op is TRAP:  # the thread (and the kernel) ends here
-                    ops.append(("trap", c))
-                    exhaustive = True
-                    break
-                elif op is PROBE:  # what follows depends on the barrier's state: the future ends here
-                    ops.append(("probe", ins.a(env, cta)))
-                    break
-                else:
-                    break
-                nxt = model.settle(c, pc + skip, env2)
-                if len(nxt) != 1:
-                    break
-                pc, env = nxt[0]
+            ins = code[pc]
+            op = ins.op
+            env2 = env
+            skip = 1
+            if op is END:
+                return self._stepped(key, ops, None, _ENDS)
+            if op is WAIT:
+                ops.append(("wait", ins.a(env, cta), ins.b(env) & 1))
+            elif op is ARRIVE or op is ARRIVE_DROP:
+                tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
+                n = ins.b(env)
+                # plain single arrivals left out of the double-arrive record: they commute (por "u")
+                unit = ins.once and n == 1 and tx == 0
+                ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
+            elif op is EXPECT_TX or op is COMPLETE_TX:
+                ops.append(("tx", ins.a(env, cta)))
+            elif op is TMA_LOAD:
+                buf, bar = ins.a(env, cta), ins.d(env, cta)
+                targets = [cta]
+                if ins.e is not None:
+                    targets = lay.ctas(ins.e(env))
+                ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
+            elif op is CP_ASYNC:
+                ops.append(("cpasync", ins.a(env, cta), c))
+                env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
+            elif op is CP_ASYNC_ARRIVE:
+                ops.append(("late_arrive", (ins.a(env, cta),), m))
+            elif op is READ:
+                ops.append(("read", ins.a(env, cta)))
+            elif op is WRITE:
+                ops.append(("write", ins.a(env, cta), ins.b(env)))
+            elif op is FENCE_PROXY:
+                ops.append(("fence", c))
+            elif op is TMA_STORE:
+                ops.append(("store", ins.a(env, cta), c))
+            elif op is COMMIT_GROUP:
+                ops.append(("commit", c))
+                env2 = env[:ins.b] + (env[ins.b] + 1,) + env[ins.b + 1:]
+            elif op is WAIT_GROUP:
+                ops.append(("wgroup", c, env[ins.b] - ins.a(env), ins.c))
+            elif op is MMA:
+                u = model.mma_unit[c]
+                seq = env[ins.b]
+                out = ins.c[0](env, cta) if ins.c is not None else -1
+                ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
+                env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
+            elif op is MMA_WAIT:
+                ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
+            elif op is MMA_COMMIT:
+                gid = ins.a(env, cta)
+                bars = (gid,)
+                if ins.e is not None:
+                    bars = tuple(lay.bar_in(k, gid) for k in lay.ctas(ins.e(env)))
+                ops.append(("late_arrive", bars, 1))
+            elif op is COLL or op is COLL_WAIT:
+                k, n = model.coll_key(c, ins, env)
+                if op is COLL:
+                    ops.append(("coll", k, m, n, c))
+                    skip = 2
+                ops.append(("cwait", k, n))
+            elif op is BAR_ARRIVE:
+                ops.append(("coll", ("b", cta, ins.b(env)), m, ins.c(env), c))
+            elif op is INIT or op is INVAL:
+                ops.append(("init", ins.a(env, cta), c))
+            elif op is FENCE_INIT:
+                ops.append(("finit", c))
+            elif op is TRAP:  # the thread (and the kernel) ends here
+                ops.append(("trap", c))
+                return self._stepped(key, ops, None, _ENDS)
+            elif op is PROBE:  # what follows depends on the barrier's state: the future ends here
+                ops.append(("probe", ins.a(env, cta)))
+                return self._stepped(key, ops, None, _STOPS)
+            else:
+                return self._stepped(key, ops, None, _STOPS)
+            nxt = model.settle(c, pc + skip, env2)
+            if len(nxt) != 1:
+                return self._stepped(key, ops, None, _STOPS)
+            return self._stepped(key, ops, nxt[0], _GOES)
         except (EvalError, ArithmeticError):
-            exhaustive = False
-        if exhaustive:
-            ops.append(("end", cta))
-        out = (tuple(ops), exhaustive)
-        self.future_cache[key] = out
-        return out
+            return self._stepped(key, ops, None, _FAILS)
 
     # ------------------------------------------------------------ the interface
     def initial(self, k: int | None = None) -> State:
@@ -636,7 +661,7 @@ class Model:
         halted = None
         who = None if ins.once else (c, ins.d(env) if ins.d is not None else None)
         recorded = -1  # the phase in which this class's arrival was recorded: its other threads are not doubles
-        for _ in range(m):
+        for i in range(m):
             events: list[str] = []
             before = bars[gid]
             first = before is None or before.phase != recorded
@@ -654,6 +679,13 @@ class Model:
             findings.extend(f)
             if h:
                 halted = h
+                break
+            left = m - 1 - i
+            b = bars[gid]
+            if left and op is ARRIVE and not tx and b is not None and b.phase == recorded and b.pending > left * n:
+                # the class's other threads: plain arrivals of this phase (not recorded again) that neither
+                # complete it nor fault, so each only lowers the pending count, as S.arrive would one by one
+                bars[gid] = b._replace(pending=b.pending - left * n)
                 break
         self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted)
 

@@ -111,7 +111,7 @@ def verify_every(path: str, options: Options, progress: Callable | None, ordinar
             raise refusal(exc, name, sites) from None
         system = Reduced(folded) if options.reduce else folded
         try:
-            exp: Exploration = explore(system, options.limits, progress, Interner() if options.compact else None)
+            exp: Exploration = explore(system, options.limits, progress, Interner(options.stats) if options.compact else None)
         except EvalError as exc:
             raise spec_error(exc, sites) from None
         states += exp.states

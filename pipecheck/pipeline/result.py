@@ -39,6 +39,7 @@ class Options:
     # "warps" / "threads": each warp / thread of a class is its own process (for measurement)
     counter: str = "classes"
     compact: bool = True  # the visited set stores states as interned ids (compact.py), not as tuples
+    stats: bool = False  # --stats: keep the visited states for a census of where they come from (search/census.py)
     every: str | None = None  # --every K: one folded exploration for every value of this loop bound (every.py)
     # PTX and CUDA kernels (pipeline/ptx.py): which entry, the launch the PTX does not state, nvcc's extra flags
     entry: str | None = None

@@ -150,7 +150,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:
                         system = Reduced(base, Footprints(model)) if options.reduce else base
-                        encode = Interner() if options.compact else None
+                        encode = Interner(options.stats) if options.compact else None
                         watch.phase("search", at)
                         if limits.stop_at_first and options.cause_budget > 0 and past_left > 0:
                             # past the first finding (and past every transition that raised one), within a budget

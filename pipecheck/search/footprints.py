@@ -16,7 +16,7 @@ from ..model import semantics as S
 from ..model.compiled import compile_ref
 from ..model.ir import (INIT, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
-from .por import NEVER, Op, Process, Shape, shape_of
+from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
 if TYPE_CHECKING:
     from ..model.system import Model
@@ -31,11 +31,9 @@ class Footprints:
     def __init__(self, model: "Model"):
         self.m = model
         self.op_cache: dict = {}
-        self.prov_cache: dict = {}
-        self.shape_cache: dict[tuple, Shape] = {}
-        self.tmpl_cache: dict[tuple, tuple[tuple[int, ...], list[Op]]] = {}
-        self.ops_cache: dict[tuple, list[Op]] = {}
-        self.coll_cache: dict[tuple, tuple] = {}
+        self.fut_cache: dict[tuple, _Future] = {}  # per (class, pc, registers, count, quiet)
+        self.desc_info: dict[tuple, _Future] = {}  # per distinct (descriptions, exhaustive)
+        self.ops_cache: dict[tuple, tuple[list[Op], tuple]] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
         # the classes whose barrier inits the visibility record follows (model.State.vis)
         self.initialisers = frozenset(c for c, code in enumerate(model.code) if any(i.op is INIT for i in code)) \
@@ -124,48 +122,42 @@ class Footprints:
                 return Op(fp, (provider, (("txb", bar), nbytes)))
         return Op(fp, (provider,))
 
-    def _provides(self, descs: tuple) -> frozenset:
-        """Every resource a future may provide: the same in every state (only waits' ops depend on it)."""
-        hit = self.prov_cache.get(descs)
+    def _future(self, c: int, pc: int, env: tuple, m: int, quiet: bool) -> "_Future":
+        """What the reduction keeps of a group's future, built once per (class, place, count) and kept
+        per distinct descriptions; `quiet`: the class has nothing left to publish (see `processes`)."""
+        key = (c, pc, env, m, quiet)
+        hit = self.fut_cache.get(key)
         if hit is None:
-            prov: set = set()
-            for d in descs:
-                if d[0] in _WAITS:
-                    continue  # waits provide nothing
-                op = self.op(None, d)  # type: ignore[arg-type]
-                prov.update(r for r, _ in op.provides)
-                prov.update(r for sp in op.spawns for r, _ in sp.provides)
-            hit = self.prov_cache[descs] = frozenset(prov)
+            descs, exhaustive = self.m.future(c, pc, env, m)
+            if quiet and not any(d[0] in ("init", "finit") for d in descs):
+                # nothing of this class's left to publish: its syncs do not touch the visibility record
+                descs = tuple(d[:4] + (-1,) if d[0] == "coll" else d for d in descs)
+            hit = self.desc_info.get((descs, exhaustive))
+            if hit is None:
+                hit = self.desc_info[(descs, exhaustive)] = _Future(self, descs, exhaustive, len(self.desc_info))
+            self.fut_cache[key] = hit
         return hit
 
-    def _shape(self, descs: tuple, ops: list[Op]) -> Shape:
-        """Footprints and provisions depend on the descriptions alone (a wait's state only decides
-        its `needs`), so one shape serves every state; every wait may block."""
-        hit = self.shape_cache.get(descs)
-        if hit is None:
-            hit = self.shape_cache[descs] = shape_of(ops, lambda j: descs[j][0] in _WAITS)
-        return hit
-
-    def _ops(self, s: "State", descs: tuple, colls: dict) -> list[Op]:
-        """The ops of a future in state s: only its waits depend on the state, the rest are built once;
-        the whole list is kept per what its waits see (most futures do not change from a state to the next)."""
-        hit = self.tmpl_cache.get(descs)
-        if hit is None:
-            dyn = tuple(j for j, d in enumerate(descs) if d[0] in _WAITS)
-            hit = self.tmpl_cache[descs] = (dyn, [self.op(s, d) if d[0] not in _WAITS else Op(()) for d in descs])
-        dyn, ops = hit
-        if not dyn:
-            return ops
-        seen = tuple(self._seen(s, descs[j], colls) for j in dyn)
-        key = (descs, seen)
+    def _ops(self, s: "State", f: "_Future", colls: dict) -> tuple[list[Op], tuple]:
+        """The ops of a future in state s and their walk (`por.plan_of`): only its waits depend on the state,
+        the rest are built once; the whole list is kept per what its waits see (most futures do not change
+        from a state to the next)."""
+        if not f.dyn:
+            return f.tmpl, f.plan
+        bars = s.bars
+        vals = tuple(bars[a] if k == 0 else colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2
+                     else self._store_need(s, a) for k, a in f.sources)
+        key = (f.serial, vals)
         done = self.ops_cache.get(key)
         if done is not None:
             return done
-        ops = ops.copy()
+        descs = f.descs
+        ops = f.tmpl.copy()
         # a later wait on the same barrier (or collective) needs the completions the earlier
         # ones waited for and one more: count them, so a future stops where its phases run out
         level: dict = {}
-        for j, now in zip(dyn, seen):
+        for j, src in zip(f.dyn, f.src_of):
+            now = vals[src]
             d = descs[j]
             kind = d[0]
             if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
@@ -181,19 +173,8 @@ class Footprints:
                 ops[j] = self.op(s, d)
         if len(self.ops_cache) >= _OPS_CACHE:
             self.ops_cache.clear()
-        self.ops_cache[key] = ops
-        return ops
-
-    def _seen(self, s: "State", d: tuple, colls: dict):
-        """What a waiting future operation reads of state s (its op depends on nothing else)."""
-        kind = d[0]
-        if kind == "wait":
-            return s.bars[d[1]]
-        if kind == "cwait":
-            return colls.get(d[1], 0)
-        if kind == "mwait":
-            return s.mmas[d[1]][0]
-        return self._store_need(s, d)
+        done = self.ops_cache[key] = (ops, plan_of(ops, f.shape or f.set_shape(ops)))
+        return done
 
     def _wait(self, s: "State", d: tuple, lv: int) -> Op:
         """A wait after `lv` earlier completions of its barrier in the same future (0: the first): it
@@ -358,26 +339,30 @@ class Footprints:
         bundles = self._bundles(s, enabled) if model.partners else {}
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
             enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
+        coll_sizes: list = []
+        initialisers = self.initialisers
         for c, groups in enumerate(s.locs):
+            code = model.code[c]
+            # nothing of this class's left to publish (no init or fence_barrier_init ahead, none unpublished):
+            # its syncs do not touch the visibility record
+            quiet = c in initialisers and not any(v[1] == c and v[2] in (0, 1) for v in s.vis)
             for gi, ((pc, env), m) in enumerate(groups):
-                if model.code[c][pc].op is END:
+                op = code[pc].op
+                if op is END:
                     continue
                 key = ("g", c, gi)
-                if model.code[c][pc].op in LOCAL_OPS:  # an unsettled start: the head is a local choice
+                if op in LOCAL_OPS:  # an unsettled start: the head is a local choice
                     procs.append(Process(key, key in enabled, [Op(())], False))
                     continue
-                descs, exhaustive = self.m.future(c, pc, env, m)
-                if c in self.initialisers and not any(v[1] == c and v[2] in (0, 1) for v in s.vis) \
-                        and not any(d[0] in ("init", "finit") for d in descs):
-                    # nothing of this class's left to publish: its syncs do not touch the visibility record
-                    descs = tuple(d[:4] + (-1,) if d[0] == "coll" else d for d in descs)
-                for d in descs:
-                    if d[0] == "join":
-                        max_seq[d[1]] = max(max_seq.get(d[1], -1), d[2])
-                        join_info[(d[1], d[2])] = (d[3], d[5])
-                ops = self._ops(s, descs, colls)
-                procs.append(Process(key, key in enabled, ops, exhaustive, self._provides(descs),
-                                     bundles.get(key, ()), self._shape(descs, ops)))
+                f = self.fut_cache.get((c, pc, env, m, quiet)) or self._future(c, pc, env, m, quiet)
+                for u, seq, bufs, out in f.joins:
+                    max_seq[u] = max(max_seq.get(u, -1), seq)
+                    join_info[(u, seq)] = (bufs, out)
+                if f.colls:
+                    coll_sizes.extend(f.colls)
+                ops, plan = self._ops(s, f, colls)
+                procs.append(Process(key, key in enabled, ops, f.exhaustive, f.provides, bundles.get(key, ()),
+                                     f.shape, plan))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
@@ -428,7 +413,7 @@ class Footprints:
             procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
-        for key, n in self._coll_sizes(s):
+        for key, n in coll_sizes:
             budgets[("coll", key)] = n - colls.get(key, 0)
         return procs, budgets
 
@@ -467,17 +452,6 @@ class Footprints:
                         out[k] = tuple(keys)
         return out
 
-    def _coll_sizes(self, s: "State"):
-        for c, groups in enumerate(s.locs):
-            for (pc, env), m in groups:
-                if self.m.code[c][pc].op is END or self.m.code[c][pc].op in LOCAL_OPS:
-                    continue
-                descs = self.m.future(c, pc, env, m)[0]
-                hit = self.coll_cache.get(descs)
-                if hit is None:
-                    hit = self.coll_cache[descs] = tuple((d[1], d[3]) for d in descs if d[0] == "coll")
-                yield from hit
-
     def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: dict, join_info: dict) -> list[Op]:
         model = self.m
         cta = model.unit_cta[u]
@@ -510,3 +484,47 @@ class Footprints:
                 ops.append(Op(fp, prov, needs=((jk, need),) + (() if j == done else ((pk, 1),))))
         return ops
 
+
+
+class _Future:
+    """One future's descriptions and what every state shares of them: the ops of everything but its waits,
+    what the waits read (`sources`: barriers, collectives, MMA units, bulk groups), what it may provide,
+    its collectives and joins; `shape` is built from the first whole op list."""
+    __slots__ = ("descs", "exhaustive", "serial", "dyn", "sources", "src_of", "tmpl", "plan", "provides", "shape",
+                 "colls", "joins")
+
+    def __init__(self, fp: Footprints, descs: tuple, exhaustive: bool, serial: int):
+        self.descs = descs
+        self.exhaustive = exhaustive
+        self.serial = serial
+        self.dyn = tuple(j for j, d in enumerate(descs) if d[0] in _WAITS)
+        sources: dict = {}
+        src_of = []
+        for j in self.dyn:
+            d = descs[j]
+            src = (0, d[1]) if d[0] == "wait" else (1, d[1]) if d[0] == "cwait" else (2, d[1]) if d[0] == "mwait" \
+                else (3, d)
+            src_of.append(sources.setdefault(src, len(sources)))
+        self.sources = tuple(sources)
+        self.src_of = tuple(src_of)
+        self.tmpl = [fp.op(None, d) if d[0] not in _WAITS else Op(()) for d in descs]  # type: ignore[arg-type]
+        prov: set = set()
+        for d, op in zip(descs, self.tmpl):
+            if d[0] not in _WAITS:  # waits provide nothing
+                prov.update(r for r, _ in op.provides)
+                prov.update(r for sp in op.spawns for r, _ in sp.provides)
+        self.provides = frozenset(prov)
+        self.shape: Shape | None = None
+        self.plan: tuple | None = None
+        if not self.dyn:
+            self.set_shape(self.tmpl)
+            self.plan = plan_of(self.tmpl, self.shape)
+        self.colls = tuple((d[1], d[3]) for d in descs if d[0] == "coll")
+        self.joins = tuple((d[1], d[2], d[3], d[5]) for d in descs if d[0] == "join")
+
+    def set_shape(self, ops: list[Op]) -> Shape:
+        """Footprints and provisions depend on the descriptions alone (a wait's state only decides
+        its `needs`), so one shape serves every state; every wait may block."""
+        descs = self.descs
+        self.shape = shape_of(ops, lambda j: descs[j][0] in _WAITS)
+        return self.shape

@@ -80,7 +80,32 @@ def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> 
     return Shape(tuple(segs), {k: tuple(v) for k, v in touches.items()})
 
 
-@dataclass
+def plan_of(ops: Sequence[Op], shape: Shape) -> tuple:
+    """What `_reach` walks of a process: per run of `shape`, the needs of its first op, what the run provides
+    (an amount per resource) and where it ends; a run whose first op needs nothing (a wait that passes now)
+    is walked with the run before it, which is all a walk can tell of it."""
+    out: list[tuple] = []
+    for first, end, prov in shape.segs:
+        needs = ops[first].needs
+        if needs is None and out:
+            prev_needs, prev_prov, _ = out[-1]
+            out[-1] = (prev_needs, prev_prov + prov, end)
+        else:
+            out.append((needs, prov, end))
+    return tuple((needs, _summed(prov), end) for needs, prov, end in out)
+
+
+def _summed(prov: tuple) -> tuple:
+    """(resource, amount) pairs with one pair per resource, in the order they first come."""
+    if len(prov) < 2:
+        return prov
+    total: dict = {}
+    for res, amount in prov:
+        total[res] = total.get(res, 0) + amount
+    return prov if len(total) == len(prov) else tuple(total.items())
+
+
+@dataclass(slots=True)
 class Process:
     key: Any
     enabled: bool  # whether its head op can run now
@@ -92,6 +117,7 @@ class Process:
     # persistent set holds all of them or none; their head footprints together are the move's
     bundle: tuple = ()
     shape: Shape | None = None  # built from `ops` when the model gives none
+    plan: tuple | None = None  # `plan_of(ops, shape)`, when the model keeps one per op list
 
 
 class ReducibleSystem(Protocol):
@@ -141,12 +167,13 @@ class _Index:
         self.keys = [p.key for p in procs]
         self.where = {p.key: i for i, p in enumerate(procs)}
         self.enabled = [p.enabled for p in procs]
-        self.shapes = [p.shape if p.shape is not None else shape_of(p.ops) for p in procs]
-        # processes with the very same operations (the same Op objects: lanes of different warps at
-        # one point) run in step in every reach, so the reach walks each kind once
+        self.shapes = shapes = [p.shape if p.shape is not None else shape_of(p.ops) for p in procs]
+        self.plans = [p.plan if p.plan is not None else plan_of(p.ops, shapes[i]) for i, p in enumerate(procs)]
+        # processes with the very same op list (lanes of different warps at one point: the model keeps one
+        # list per future and what its waits see) run in step in every reach, so the reach walks each kind once
         kinds: dict[tuple, list[int]] = {}
         for i, p in enumerate(procs):
-            kinds.setdefault((p.enabled, p.exhaustive, id(self.shapes[i]), tuple(map(id, p.ops))), []).append(i)
+            kinds.setdefault((p.enabled, p.exhaustive, id(shapes[i]), id(p.ops)), []).append(i)
         self.kinds = list(kinds.values())
         self._provides: list[frozenset] | None = None
         self.reach_memo: dict[frozenset, tuple[_Avail, dict[int, int], list[int]]] = {}
@@ -178,38 +205,43 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
         return hit
     procs = ix.procs
     shapes = ix.shapes
+    plans = ix.plans
     keys = ix.keys
+    enabled = ix.enabled
     avail = _Avail()
+    get = avail.get
     live = {}
     for g, members in enumerate(ix.kinds):
         left_in = [i for i in members if keys[i] not in frozen]
         if left_in:
             live[g] = left_in
-    at = {g: 0 for g in live}  # runs passed, per kind
+    at = dict.fromkeys(live, 0)  # runs passed, per kind
     # a kind stopped at a run whose head needs more of a resource waits, in a heap per resource by the
     # amount it needs, until that resource reaches it
     waiting: dict[Any, list[tuple[int, int]]] = {}
     todo = list(at)
     while todo:
         g = todo.pop()
-        i = live[g][0]
-        n_members = len(live[g])
-        ops = procs[i].ops
-        segs = shapes[i].segs
-        en = ix.enabled[i]
+        members = live[g]
+        i = members[0]
+        n_members = len(members)
+        plan = plans[i]
         r = at[g]
-        n = len(segs)
+        n = len(plan)
         while r < n:
-            first, _, prov = segs[r]
-            needs = ops[first].needs
-            if needs is not None and not (first == 0 and en):
-                short = unmet(needs, avail)
+            needs, prov, _ = plan[r]
+            if needs is not None and not (r == 0 and enabled[i]):
+                short = None
+                for need in needs:
+                    if get(need[0], 0) < need[1]:
+                        short = need
+                        break
                 if short is not None:
                     heapq.heappush(waiting.setdefault(short[0], []), (short[1], g))
                     break
             r += 1
             for res, amount in prov:
-                got = avail[res] = avail.get(res, 0) + amount * n_members
+                got = avail[res] = get(res, 0) + amount * n_members
                 heap = waiting.get(res)
                 while heap and heap[0][0] <= got:
                     todo.append(heapq.heappop(heap)[1])
@@ -219,7 +251,7 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
     for g, r in at.items():
         members = live[g]
         i = members[0]
-        k = shapes[i].segs[r - 1][1] if r else 0
+        k = plans[i][r - 1][2] if r else 0
         pos.append((k, members))
         if k >= len(procs[i].ops) and not procs[i].exhaustive:
             unbounded.extend(members)
@@ -404,6 +436,10 @@ class Reduced:
         self.describer = describer if describer is not None else system
         self.reduced_states = 0
         self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
+        # per kind of persistent set (the sorted kinds of its processes: "g" thread groups, "l" landings, "m"
+        # MMA units, "s" bulk stores, "k" commit arrivals, "x" exits), how many states offered only it (--stats)
+        self.sets: dict[tuple, int] = {}
+        self.full = 0  # states with several processes enabled where no smaller persistent set was found
         # a system that maps states to a canonical one (symmetry) may offer its successors before the
         # mapping: only the persistent ones are then mapped (the choice depends on the state alone)
         self._raw = getattr(system, "raw_successors", system.successors)
@@ -421,7 +457,11 @@ class Reduced:
                 t = persistent(procs, budgets, self.wins)
                 if t is not None:
                     self.reduced_states += 1
+                    kind = tuple(sorted(k[0] for k in t if k in keys))
+                    self.sets[kind] = self.sets.get(kind, 0) + 1
                     succ = [x for x in succ if self.describer.process_of(x[0]) in t]
+                else:
+                    self.full += 1
         return succ if self._canon is None else self._canon(succ)
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:
@@ -429,3 +469,9 @@ class Reduced:
 
     def step(self, state: Any, action: Any) -> Any:
         return self.system.step(state, action)
+
+    def stats(self) -> dict:
+        """What the reduction did, for `explore`'s record of the search: states where it offered a smaller set
+        (by the kinds of process in the set), states where it offered every enabled process."""
+        return {"reduced": self.reduced_states, "full": self.full,
+                "sets": sorted(self.sets.items(), key=lambda kv: (-kv[1], kv[0]))}

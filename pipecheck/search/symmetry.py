@@ -19,6 +19,7 @@ from ..model.system import Model
 
 
 _WARP_KEYS = ("e", "w", "r")  # collectives of one warp: (kind, cta, role, instance, warp, ...)
+_PICKLES = 200_000  # warp places kept with their bytes (then dropped all at once: memory stays bounded)
 
 
 class Symmetric:
@@ -26,6 +27,7 @@ class Symmetric:
         self.model = model
         self.groups = self._groups(model)
         self.warp_groups = self._warp_groups(model)
+        self._pickled: dict[tuple, bytes] = {}  # where a warp's classes stand -> the bytes that order warps
 
     @staticmethod
     def _warp_groups(model: Model) -> list[list[tuple[tuple, tuple[int, ...]]]]:
@@ -157,9 +159,19 @@ class Symmetric:
     def _canon_warps(self, s: State) -> State:
         cmap: dict[int, int] = {}
         wmap: dict[tuple, int] = {}
+        locs = s.locs
+        pk = self._pickled
         for members in self.warp_groups:
             # where the warps stand tells them apart most of the time; the whole signature breaks ties
-            keys: list = [pickle.dumps(tuple(s.locs[c] for c in cls), 5) for _, cls in members]
+            keys: list = []
+            for _, cls in members:
+                where = tuple([locs[c] for c in cls])
+                k = pk.get(where)
+                if k is None:
+                    if len(pk) >= _PICKLES:
+                        pk.clear()
+                    k = pk[where] = pickle.dumps(where, 5)
+                keys.append(k)
             if len(set(keys)) < len(keys):  # only warps that stand together need the rest of the signature
                 seen = Counter(keys)
                 keys = [(k, self._signature(s, cls, (), where) if seen[k] > 1 else b"")

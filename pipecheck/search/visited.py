@@ -17,13 +17,17 @@ _PER_ELEMENT = frozenset({"locs", "bars", "bufs", "mmas", "exited"})
 class Interner:
     """Maps states (NamedTuples of tuples) to bytes; one table per field, or per field and element."""
 
-    def __init__(self) -> None:
+    def __init__(self, census: bool = False) -> None:
         self.whole: list[dict[Any, int]] | None = None  # per field interned as a whole
         self.split: list[list[dict[Any, int]]] = []  # per field interned element by element
         self.layout: list[bool] = []  # per field: element by element?
+        self.fields: tuple[str, ...] = ()
+        # --stats: explore keeps the visited keys, for `search.census` to say where the space comes from
+        self.census = census
 
     def _setup(self, state: Any) -> None:
         fields = getattr(state, "_fields", ())
+        self.fields = tuple(fields)
         self.layout = [name in _PER_ELEMENT for name in fields] or [False]
         self.whole = [{} for _ in self.layout]
         self.split = [[] for _ in self.layout]
@@ -60,3 +64,30 @@ class Interner:
     def parts(self) -> int:
         """How many distinct parts are kept (the tables' cost, shared by every state)."""
         return sum(len(t) for t in self.whole or ()) + sum(len(t) for ts in self.split for t in ts)
+
+
+    def decode(self, key: bytes) -> list[tuple[int, ...] | int]:
+        """A visited key back to its ids: per field, the id of its value, or for a per-element field the ids
+        of its elements (a tuple)."""
+        ids = array("I")
+        ids.frombytes(key)
+        out: list[tuple[int, ...] | int] = []
+        at = 0
+        for per in self.layout:
+            if per:
+                n = ids[at]
+                out.append(tuple(ids[at + 1:at + 1 + n]))
+                at += 1 + n
+            else:
+                out.append(ids[at])
+                at += 1
+        return out
+
+    def values(self, field: str, element: int | None = None) -> list:
+        """The distinct values a field (or one element of a per-element field) took, by id."""
+        k = self.fields.index(field)
+        table = self.split[k][element] if element is not None else (self.whole or [])[k]
+        out: list = [None] * len(table)
+        for v, i in table.items():
+            out[i] = v
+        return out

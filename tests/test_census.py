@@ -1,0 +1,64 @@
+"""--stats: where a state space comes from (search/census.py), without changing the report or the search."""
+from __future__ import annotations
+
+from conftest import ROOT, cli
+
+from pipecheck.pipeline.result import Options
+from pipecheck.pipeline.verify import verify_file
+from pipecheck.search.census import census
+
+PINGPONG = str(ROOT / "benchmarks" / "specs" / "pingpong_fixed.pipe")
+SMALL = ("-D", "STAGES=2", "-D", "K_TILES=2", "-D", "TILES=2")
+
+
+def test_stats_prints_the_census_and_leaves_the_report_alone():
+    code, out, err = cli("verify", PINGPONG, *SMALL, "--stats")
+    code0, out0, _ = cli("verify", PINGPONG, *SMALL)
+    assert code == code0 == 0 and out == out0  # the report is byte-identical with and without --stats
+    assert "where the 446 states come from" in err
+    assert "role instance: distinct places of its classes together" in err and "math[0]:" in err
+    assert "    producer lane 0: " in err
+    assert "partial-order reduction: a smaller set in" in err
+
+
+def test_census_counts_every_visited_state_once():
+    overrides = (("STAGES", 2), ("K_TILES", 2), ("TILES", 2))
+    result = verify_file(PINGPONG, Options(overrides=overrides, stats=True))
+    (run,) = result.runs
+    data = census(run.model, run.exploration)
+    assert data["states"] == run.exploration.states == 446
+    assert {r["unit"] for r in data["roles"]} == {"producer", "math[0]", "math[1]"}
+    for c in data["classes"]:
+        assert 1 <= c["statements"] <= c["places"] and c["split_states"] <= data["states"]
+    red = data["reduction"]
+    assert red["reduced_states"] + red["unreduced_states"] <= data["states"]
+    assert sum(s["states"] for s in red["sets"]) == red["reduced_states"]
+    # without --stats the visited keys are not kept, and the search is the same
+    plain = verify_file(PINGPONG, Options(overrides=overrides))
+    assert census(plain.runs[0].model, plain.runs[0].exploration) is None
+    assert plain.runs[0].exploration.states == run.exploration.states
+
+
+SPLIT = """
+kernel split {
+  arch sm_90
+  role a warp {
+    bar_sync 1, 64
+    bar_sync 2, 64
+  }
+  role b warpgroup {
+    bar_sync 1, 64
+    bar_sync 2, 64
+  }
+}
+"""
+
+
+def test_a_class_that_splits_says_where(tmp_path):
+    # a counted class splits where a collective releases only part of it: the census names the places
+    spec = tmp_path / "split.pipe"
+    spec.write_text(SPLIT)
+    _, _, err = cli("verify", str(spec), "--stats")
+    assert "b (all 128 threads): 7 (5), split in 6 states (up to 2 groups)" in err
+    assert "4 states with its threads at: line 9 `bar_sync 1, 64`; line 10 `bar_sync 2, 64`" in err
+    assert "a (all 32 lanes): 5 (5)\n" in err
