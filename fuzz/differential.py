@@ -51,9 +51,25 @@ class Disagreement:
     other: Outcome
     params: tuple[tuple[str, int], ...]
 
+    @property
+    def kind(self) -> str:
+        """'verdict', 'codes' (same verdict, other finding codes) or 'locations' (same codes, other lines)."""
+        return classify(self.reference, self.other)
+
     def __str__(self) -> str:
         ps = " ".join(f"-D {k}={v}" for k, v in self.params)
-        return f"{self.flags} {ps}: reference {self.reference}, this run {self.other}"
+        return f"[{self.kind}] {self.flags} {ps}: reference {self.reference}, this run {self.other}"
+
+
+KINDS = ("verdict", "codes", "locations")  # worst first
+
+
+def classify(reference: Outcome, other: Outcome) -> str:
+    if reference.verdict != other.verdict:
+        return "verdict"
+    if {c for c, _ in reference.findings} != {c for c, _ in other.findings}:
+        return "codes"
+    return "locations"
 
 
 @dataclass
@@ -167,6 +183,17 @@ def _every(path: str, ov, cmp: Comparison) -> None:
             continue
         if folded.stopped is not None:
             cmp.skipped.append(f"--every {p.name}: passes {VARIANT_LIMIT} states")
+            continue
+        if folded.every is not None and folded.every.witness_k is None and folded.static and not folded.every.codes:
+            # the checks over parameters alone speak for every value: an ordinary run must show them too
+            r = _safe(lambda: _run(path, rest + ((p.name, p.lo),), False, max_states=VARIANT_LIMIT))
+            cmp.compared.append(f"--every {p.name}")
+            want = {d.code for d in folded.static}
+            have = {c for c, _ in r.findings} if isinstance(r, Outcome) else {d.code for d in r.static}
+            if not want <= have:
+                cmp.disagreements.append(Disagreement(f"--every {p.name} (static findings) against -D {p.name}={p.lo}",
+                                                      Outcome("findings", frozenset((c, 0) for c in have)),
+                                                      Outcome(folded.verdict, frozenset((c, 0) for c in want)), rest))
             continue
         first, stopped = None, False
         hi = min(p.hi, p.lo + EVERY_SPAN - 1)

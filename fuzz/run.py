@@ -37,14 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--kind", choices=sorted(KINDS), action="append", help="only these kinds (default: all, equally)")
     p.add_argument("--save", type=Path, default=DEFAULT_SAVE)
-    p.add_argument("--watchdog", type=int, default=30, help="CPU seconds one input may take before it counts as a crash")
+    p.add_argument("--watchdog", type=int, default=30, help="CPU seconds one input may take before it counts as a crash "
+                   "(--differential: before the spec is skipped, and the skip counted)")
     p.add_argument("--differential", action="store_true",
                    help="verify N well-formed specs (generated, or mutated ones that check accepts) every way and "
                         "count the disagreements")
     args = p.parse_args(argv)
     if args.differential:
         return differential_main(args.n, args.seed, args.kind or ["wellformed", "bytes", "tokens"],
-                                 args.save if args.save != DEFAULT_SAVE else DEFAULT_SAVE.parent / "disagreements")
+                                 args.save if args.save != DEFAULT_SAVE else DEFAULT_SAVE.parent / "disagreements",
+                                 args.watchdog)
     kinds = args.kind or sorted(KINDS)
     strategy = st.one_of(*(KINDS[k]() for k in kinds))
     counts: collections.Counter = collections.Counter()
@@ -119,7 +121,7 @@ def differential_main(n: int, seed_: int, kinds: list[str], save: Path, cpu_seco
             stem.with_suffix(".pipe").write_bytes(inp.data)
             stem.with_suffix(".txt").write_text(f"kind: {inp.kind} {inp.origin}\n" +
                                                 "".join(f"{d}\n" for d in c.disagreements))
-        if stats["specs"] % 100 == 0:
+        if stats["specs"] % 25 == 0:
             print(f"  {stats['specs']} specs, {len(found)} with disagreements, {time.perf_counter() - start:.0f} s",
                   file=sys.stderr, flush=True)
 
@@ -131,7 +133,12 @@ def differential_main(n: int, seed_: int, kinds: list[str], save: Path, cpu_seco
     print(f"specs compared: {total} ({kinds_text}; {stats['rejected']} mutated inputs rejected by check, not counted)")
     print(f"comparisons: {stats['comparisons']}; skipped: " +
           (", ".join(f"{k} {v}" for k, v in sorted(skips.items())) or "none"))
-    print(f"specs with a disagreement: {len(found)} ({sum(len(c.disagreements) for _, c in found)} disagreements)")
+    kinds_found = collections.Counter(d.kind for _, c in found for d in c.disagreements)
+    worst = collections.Counter(min((d.kind for d in c.disagreements), key=differential.KINDS.index) for _, c in found)
+    print(f"specs with a disagreement: {len(found)} (by the worst: verdict {worst['verdict']}, finding codes "
+          f"{worst['codes']}, finding lines only {worst['locations']}); disagreements: "
+          f"{sum(kinds_found.values())} (verdict {kinds_found['verdict']}, codes {kinds_found['codes']}, "
+          f"lines {kinds_found['locations']})")
     for inp, c in found[:20]:
         print(f"  {inp.kind} {inp.origin}: {c.disagreements[0]}")
     print(f"time: {seconds:.1f} s ({seconds / max(total, 1):.2f} s per spec)")
