@@ -125,8 +125,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a parameter (NAME=LO..HI narrows its range for --all-params)")
     v.add_argument("--all-params", action="store_true",
                    help="verify every value of every declared parameter range, with the condition of each finding")
-    v.add_argument("--elect", choices=["any", "lowest"], default="any",
-                   help="any: every lane PTX allows elect.sync to pick (default); lowest: the H200's observed choice")
+    v.add_argument("--elect", type=_elect, default="any", metavar="any|lowest|N",
+                   help="any: every lane PTX allows elect.sync to pick (default); lowest: the H200's observed choice; "
+                        "N: lane N where the mask has it, else the lowest (what `replay --elect-lane N` runs)")
     v.add_argument("--format", choices=["text", "json", "sarif", "html", "mermaid", "dot"], default="text",
                    help="text (default), json (schema pipecheck-result/1), sarif (2.1.0), html (one file with an SVG "
                         "timeline), mermaid or dot (the counterexample of one finding, see --finding)")
@@ -174,19 +175,19 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="the protocol contract: per barrier, who initialises, arrives, completes tx, waits")
     e.add_argument("spec", metavar="SPEC")
     e.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
-    e.add_argument("--elect", choices=["any", "lowest"], default="any")
+    e.add_argument("--elect", type=_elect, default="any", metavar="any|lowest|N")
     e.add_argument("--format", choices=["text", "json"], default="text")
     _terminal_options(e)
     g = sub.add_parser("graph", help="roles and barriers of the protocol contract as a Mermaid or DOT graph")
     g.add_argument("spec", metavar="SPEC")
     g.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
-    g.add_argument("--elect", choices=["any", "lowest"], default="any")
+    g.add_argument("--elect", type=_elect, default="any", metavar="any|lowest|N")
     g.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     t = sub.add_parser("timeline", help="the as-soon-as-possible schedule (prologue, steady state, epilogue) and how "
                                         "many loads overlap compute; exit 1 on a no-overlap warning")
     t.add_argument("spec", metavar="SPEC")
     t.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
-    t.add_argument("--elect", choices=["any", "lowest"], default="any")
+    t.add_argument("--elect", type=_elect, default="any", metavar="any|lowest|N")
     t.add_argument("--load-latency", type=int, default=4, metavar="ROUNDS", help="rounds from a TMA load's issue to its "
                    "landing in the schedule (default 4)")
     t.add_argument("--mma-latency", type=int, default=2, metavar="ROUNDS", help="rounds a wgmma runs (default 2)")
@@ -195,9 +196,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=_seconds, default=None, help="seconds the overlap analysis may take")
     t.add_argument("--format", choices=["text", "json"], default="text")
     r = sub.add_parser("replay", help="emit a CUDA program that replays the spec at fixed parameters, elected lane "
-                                      "and choices on an sm_90 GPU (docs/replay.md)")
-    r.add_argument("spec", metavar="SPEC")
-    r.add_argument("--emit-cuda", required=True, metavar="FILE", help="write the program here ('-' for stdout)")
+                                      "and choices on an sm_90 GPU, or a compiled kernel's PTX with a forced lane and "
+                                      "bounded waits (docs/replay.md)")
+    r.add_argument("spec", metavar="SPEC", help="a .pipe spec, or a compiled kernel (.ptx) with --emit-ptx")
+    emit_to = r.add_mutually_exclusive_group(required=True)
+    emit_to.add_argument("--emit-cuda", metavar="FILE", help="write the program here ('-' for stdout)")
+    emit_to.add_argument("--emit-ptx", metavar="FILE",
+                         help="a .ptx kernel: write it with every elect.sync electing --elect-lane and every mbarrier "
+                              "wait bounded by --wait-cycles; the wait and election sites go to FILE.sites.json")
+    r.add_argument("--entry", default=None, metavar="NAME", help="the kernel of a module with several entries")
     r.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
     r.add_argument("--elect-lane", type=int, default=None, metavar="N",
                    help="force every elect() to elect lane N (default: the lowest lane of the mask, as on the H200)")
@@ -208,6 +215,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="clock64 cycles one mbarrier wait may take before the replay records a hang")
     r.add_argument("--host-timeout-ms", type=int, default=2000, metavar="MS",
                    help="how long the host waits for the kernel before it reports a hang in a collective")
+    cap = sub.add_parser("capture", help="run a program with a launch interposer that records each kernel launch "
+                                         "(module PTX, shape, parameter bytes) for `pipecheck verify DIR/launch-K.json`")
+    cap.add_argument("--dir", default="pipecheck-capture", metavar="DIR", help="where the records go")
+    cap.add_argument("--max-launches", type=_positive_int, default=16, metavar="N", help="launches recorded (default 16)")
+    cap.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
     c = sub.add_parser("check", help="parse and check specs without exploring")
     c.add_argument("specs", nargs="+", metavar="SPEC")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
@@ -267,6 +279,8 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_ERROR
     except SystemExit as exc:  # --help
         return EXIT_VERIFIED if not exc.code else EXIT_ERROR
+    if args.command == "capture":
+        return _capture(args, stdout, stderr)
     try:
         _params(args)
     except _UsageError as exc:
@@ -285,7 +299,15 @@ def _run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     return _verify(args, stdout, stderr)
 
 
+def _elect(text: str) -> str:
+    if text in ("any", "lowest") or (text.isdigit() and 0 <= int(text) < 32):
+        return text if not text.isdigit() else str(int(text))
+    raise argparse.ArgumentTypeError(f"expected any, lowest or a lane 0..31, got {text!r}")
+
+
 def _replay(args, stdout: TextIO, stderr: TextIO) -> int:
+    if args.emit_ptx is not None:
+        return _replay_ptx(args, stdout, stderr)
     from .replay.cuda import ReplayOptions, emit
     values, _ = _params(args)
     opts = ReplayOptions(overrides=values, elect_lane=args.elect_lane, choices=tuple(args.choose),
@@ -304,6 +326,60 @@ def _replay(args, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as exc:
             stderr.write(f"pipecheck: error: cannot write {args.emit_cuda}: {exc.strerror}\n")
             return EXIT_ERROR
+    return EXIT_VERIFIED
+
+
+def _capture(args, stdout: TextIO, stderr: TextIO) -> int:
+    from pathlib import Path
+    from .replay.capture import run_captured
+    cmd = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not cmd:
+        stderr.write("pipecheck: error: capture: no program given (pipecheck capture [--dir DIR] -- CMD ...)\n")
+        return EXIT_ERROR
+    try:
+        rc, launches = run_captured(cmd, Path(args.dir), args.max_launches)
+    except SpecError as exc:
+        _spec_error(exc, {}, stderr)
+        return EXIT_ERROR
+    stdout.write(f"pipecheck: {cmd[0]} exited with {rc}; {len(launches)} launch(es) recorded in {args.dir}"
+                 + "".join(f"\n  pipecheck verify {p}" for p in launches) + "\n")
+    return EXIT_VERIFIED if launches else EXIT_ERROR
+
+
+def _replay_ptx(args, stdout: TextIO, stderr: TextIO) -> int:
+    import json
+    from .replay.ptx_patch import patch
+    if not args.spec.endswith(".ptx"):
+        stderr.write(f"pipecheck: error: --emit-ptx rewrites a compiled kernel (.ptx); {args.spec} is not one "
+                     "(compile it with nvcc -ptx -lineinfo first)\n")
+        return EXIT_ERROR
+    try:
+        text = open(args.spec, encoding="utf-8").read()
+    except OSError as exc:
+        stderr.write(f"pipecheck: error: cannot read {args.spec}: {exc.strerror}\n")
+        return EXIT_ERROR
+    try:
+        patched = patch(text, args.spec, entry=args.entry, elect_lane=args.elect_lane, wait_cycles=args.wait_cycles)
+    except SpecError as exc:
+        _spec_error(exc, {args.spec: text}, stderr)
+        return EXIT_ERROR
+    table = json.dumps(patched.table(), indent=1) + "\n"
+    if args.emit_ptx == "-":
+        stdout.write(patched.text)
+        return EXIT_VERIFIED
+    try:
+        with open(args.emit_ptx, "w", encoding="utf-8") as f:
+            f.write(patched.text)
+        with open(args.emit_ptx + ".sites.json", "w", encoding="utf-8") as f:
+            f.write(table)
+    except OSError as exc:
+        stderr.write(f"pipecheck: error: cannot write {args.emit_ptx}: {exc.strerror}\n")
+        return EXIT_ERROR
+    waits = sum(s.kind == "wait" for s in patched.sites)
+    elects = len(patched.sites) - waits
+    lane = "the hardware's choice" if args.elect_lane is None else f"lane {args.elect_lane}"
+    stderr.write(f"pipecheck: wrote {args.emit_ptx}: {waits} mbarrier waits bounded by {args.wait_cycles} cycles, "
+                 f"{elects} elect.sync electing {lane}; sites in {args.emit_ptx}.sites.json\n")
     return EXIT_VERIFIED
 
 
@@ -353,16 +429,6 @@ def _sources_of(spec: str) -> dict[str, str]:
     return sources
 
 
-def _pipe_only(args, stderr: TextIO) -> bool:
-    """`explain`, `graph` and `timeline` read .pipe specs; a kernel file gets a usage error, not a parse error."""
-    from .pipeline.ptx import is_kernel_file
-    if is_kernel_file(args.spec):
-        stderr.write(f"pipecheck: error: `pipecheck {args.command}` reads .pipe specs; for a compiled kernel use "
-                     f"`pipecheck verify {args.spec}` (docs/ptx.md)\n")
-        return True
-    return False
-
-
 def _explain(args, stdout: TextIO, stderr: TextIO) -> int:
     """The contract table; exit 1 when a stage barrier lacks one producer and one consumer role."""
     from .report.explain import explain_file, render_explain, to_dict
@@ -394,8 +460,6 @@ def _graph(args, stdout: TextIO, stderr: TextIO) -> int:
 def _timeline(args, stdout: TextIO, stderr: TextIO) -> int:
     """Exit 0 when loads overlap compute, 1 on a no-overlap warning, 3 when the search stopped before showing either."""
     from .report.timeline import render_timeline, timeline_file, to_dict
-    if _pipe_only(args, stderr):
-        return EXIT_ERROR
     if args.load_latency < 1 or args.mma_latency < 1:
         stderr.write("pipecheck: error: latencies are at least 1 round\n")
         return EXIT_ERROR

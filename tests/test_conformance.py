@@ -442,3 +442,57 @@ def test_runner_restarts_a_program_that_ended_early(tmp_path: Path) -> None:
     silent.chmod(0o755)
     [r] = runner.run_program(silent, 1, 30.0)
     assert run_kinds(r) == FAULT and "exit 3" in r["fault"]
+
+
+# ---------------------------------------------------------------- real compiled kernels (kind ptx)
+# tests/hw/h200.json "ptx": the CUTLASS GEMMs of the PTX corpus run on the H200 by
+# benchmarks/hw/run_ptx_h200.py (forced lane, bounded waits, the host harness), each at the launch the
+# interposer captured (tests/hw/ptx/launch-<family>.json: grid, block, cluster, the Params bytes).
+# pipecheck checks each configuration's corpus PTX at those bytes with the configuration's lane.
+
+import json  # noqa: E402
+
+from pipecheck.replay.outcome import ptx_model_verdict  # noqa: E402
+
+PTX_DEFAULT = {"pingpong-lane3", "cooperative-lane3"}  # hangs found in a few hundred states; the rest under -m slow
+
+
+def _ptx_rows():
+    if not HW.exists():
+        return []
+    data = json.loads(HW.read_text())
+    rows = data.get("ptx", {}).get("configurations", [])
+    return [pytest.param(r, id=r["name"], marks=[] if r["name"] in PTX_DEFAULT else [pytest.mark.slow]) for r in rows]
+
+
+def _launch_for(row: dict, tmp: Path) -> Path:
+    rec_dir = ROOT / "tests/hw/ptx"
+    rec = json.loads((rec_dir / f"launch-{row['family']}.json").read_text())
+    rec["image"] = str(ROOT / "tests/data/ptx" / f"{row['corpus']}.ptx")
+    rec["params"] = str(rec_dir / f"launch-{row['family']}.params")
+    out = tmp / f"launch-{row['name']}.json"
+    out.write_text(json.dumps(rec))
+    return out
+
+
+@pytest.mark.parametrize("row", _ptx_rows())
+def test_recorded_h200_real_kernel_agrees_with_pipecheck(row: dict, tmp_path: Path) -> None:
+    verdict, blocked = ptx_model_verdict(str(_launch_for(row, tmp_path)), row["elect_lane"])
+    runs = [run_kinds(o) for o in row["outcomes"]]
+    j = judge(verdict, runs)
+    assert j.ok, f"{row['name']}: {j.reason}"
+    hw_waits = {(h["bar"], h["parity"]) for o in row["outcomes"] for h in o.get("hangs", ())}
+    if "hang" in verdict.codes and hw_waits:
+        # the hardware's timed-out waits are the waits pipecheck's counterexample blocks in
+        assert set(blocked) & hw_waits, (blocked, sorted(hw_waits))
+
+
+def test_recorded_h200_real_kernels_cover_the_issue() -> None:
+    if not HW.exists() or "ptx" not in json.loads(HW.read_text()):
+        pytest.skip("no recorded real-kernel run")
+    rows = {r["name"]: r for r in json.loads(HW.read_text())["ptx"]["configurations"]}
+    kinds = {n: {o.get("outcome") for o in r["outcomes"]} for n, r in rows.items()}
+    for fam in ("pingpong", "cooperative"):
+        assert kinds[f"{fam}-lane0"] == {"completed"} and kinds[f"{fam}-lane3"] == {"hung"}
+        assert kinds[f"{fam}-fixed-lane0"] == {"completed"} and kinds[f"{fam}-fixed-lane3"] == {"completed"}
+    assert sum(bool(r["outcomes"]) for r in rows.values()) >= 6

@@ -143,9 +143,12 @@ def test_check_reads_a_kernel_without_searching():
     assert "param_12=769" in out
 
 
-def test_timeline_says_it_reads_pipe_specs():
-    code, out, err = cli("timeline", str(PTX / "mini_ok.ptx"))
-    assert code == 2 and "`pipecheck timeline` reads .pipe specs" in err
+def test_timeline_reads_a_compiled_kernel():
+    code, out, err = cli("timeline", str(PTX / "mini_ok.ptx"), "--max-states", "2000")
+    assert code in (0, 1), err
+    assert "as-soon-as-possible schedule" in out and "(PTX line" in out and "CTA 0 exits" in out
+    code, out, err = cli("timeline", str(PTX / "mini_ok.ptx"), "--max-states", "2000", "--format", "json")
+    assert code in (0, 1) and '"schedule"' in out
 
 
 def test_explain_a_kernel_shows_its_contract():

@@ -202,12 +202,13 @@ int main(int argc, char** argv) {
     }
     std::string hangs;
     for (auto& [key, v] : groups) {
-      char buf[256];
-      snprintf(buf, sizeof buf, "%s{\"site\": %d, \"bar\": %u, \"parity\": %d, \"threads\": \"%s\", \"ctas\": \"%s\", \"t_us\": %.3f}",
-               hangs.empty() ? "" : ", ", std::get<0>(key), std::get<1>(key),
-               std::get<2>(key) == 0xffffffffu ? -1 : (int)std::get<2>(key),
-               ranges(v.first).c_str(), ranges(v.second).c_str(), (first_ns[key] - t_min) / 1000.0);
-      hangs += buf;
+      char num[96];
+      snprintf(num, sizeof num, "%s{\"site\": %d, \"bar\": %u, \"parity\": %d, ", hangs.empty() ? "" : ", ",
+               std::get<0>(key), std::get<1>(key), std::get<2>(key) == 0xffffffffu ? -1 : (int)std::get<2>(key));
+      hangs += num;
+      hangs += "\"threads\": \"" + ranges(v.first) + "\", \"ctas\": \"" + ranges(v.second) + "\", ";
+      snprintf(num, sizeof num, "\"t_us\": %.3f}", (first_ns[key] - t_min) / 1000.0);
+      hangs += num;
     }
     const char* outcome = "completed";
     std::string extra;
@@ -239,7 +240,9 @@ int main(int argc, char** argv) {
     else if (bad) outcome = "wrong_data";
     if (bad) {
       char buf[160];
-      snprintf(buf, sizeof buf, ", \"wrong_data\": [{\"what\": \"D\", \"elements\": %zu, \"of\": %zu, \"max_abs_err\": %g}]", bad, nD, worst);
+      char err[32];
+      if (std::isfinite(worst)) snprintf(err, sizeof err, "%g", worst); else snprintf(err, sizeof err, "null");  // NaN: never stored
+      snprintf(buf, sizeof buf, ", \"wrong_data\": [{\"what\": \"D\", \"elements\": %zu, \"of\": %zu, \"max_abs_err\": %s}]", bad, nD, err);
       extra += buf;
     }
     printf("{\"schema\": \"pipecheck-replay-outcome/1\", \"run\": %d, \"outcome\": \"%s\", \"hangs\": [%s]%s, \"elect_fallbacks\": %u, "

@@ -112,8 +112,8 @@ def _outcomes(text: str) -> list[dict]:
     out = []
     for line in text.splitlines():
         if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
+            try:  # (a harness built before the fix printed a non-finite error as a bare inf)
+                out.append(json.loads(re.sub(r":\s*(-?inf|nan)\b", ": null", line)))
             except ValueError:
                 pass
     return out
@@ -121,6 +121,7 @@ def _outcomes(text: str) -> list[dict]:
 
 def run(build_dir: Path, output: Path, runs: int) -> None:
     """On the H200 (stdlib only): capture each family's launch, then every configuration `runs` times."""
+    build_dir = build_dir.resolve()
     plan = json.loads((build_dir / "plan.json").read_text())
     M, N, K = plan["problem"]
     sm = str(plan["sm_count"])
@@ -148,7 +149,8 @@ def run(build_dir: Path, output: Path, runs: int) -> None:
         try:
             p = subprocess.run([str(build_dir / f["harness"]), str(build_dir / c["image"]), c["entry"], str(M), str(N),
                                 str(K), str(runs), "10000", sm], capture_output=True, text=True, timeout=240)
-            outs, err = _outcomes(p.stdout), p.stderr[-2000:]
+            outs, err = _outcomes(p.stdout), (p.stderr[-1500:] + f" [exit {p.returncode}] " + p.stdout[-1500:]
+                                                  if not _outcomes(p.stdout) else p.stderr[-2000:])
         except subprocess.TimeoutExpired:
             outs, err = [], "harness timed out"
         sites = json.loads((build_dir / c["sites"]).read_text())["sites"]

@@ -23,7 +23,7 @@ class Launch:
     block: tuple[int, int, int]
     cluster: tuple[int, int, int]
     dynamic_smem: int
-    params: bytes
+    params: bytes  # from the first parameter's first byte
 
     def value(self, offset: int, nbytes: int) -> int | None:
         if offset + nbytes > len(self.params):
@@ -53,6 +53,11 @@ def read_launch(path: str) -> Launch:
     try:
         image = str(base / data["image"]) if data["image"] else ""
         params = (base / data["params"]).read_bytes()
+        layout = data.get("param_layout") or []
+        # the driver's offsets count from where its parameter space begins (cuFuncGetParamInfo); the front
+        # end's param_<offset> from the first parameter
+        start = min((int(o) for o, _ in layout), default=0)
+        params = params[start:]
         launch = Launch(path, data["kernel"], image, tuple(data["grid"]), tuple(data["block"]),  # type: ignore[arg-type]
                         tuple(data["cluster"]), int(data["dynamic_smem"]), params)  # type: ignore[arg-type]
     except (KeyError, TypeError, ValueError) as exc:

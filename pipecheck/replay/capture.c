@@ -24,13 +24,13 @@
 #include <sys/stat.h>
 
 #define MAX_MODULES 1024
-#define MAX_FUNCS 8192
+#define MAX_FUNCS 2048
 #define MAX_PARAMS 512
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { CUmodule m; char file[64]; } mods[MAX_MODULES];
 static int nmods;
-static struct { CUfunction f; int mod; char name[1024]; } funcs[MAX_FUNCS];
+static struct { CUfunction f; int mod; char name[8192]; } funcs[MAX_FUNCS];
 static int nfuncs;
 static int nlaunches;
 

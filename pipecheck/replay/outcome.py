@@ -239,6 +239,28 @@ def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> Mode
     return ModelVerdict(tuple(dict.fromkeys(found + static)), may)
 
 
+def ptx_model_verdict(kernel: str, elect_lane: int | None, max_states: int = 500_000) -> tuple[ModelVerdict, list]:
+    """pipecheck's verdict for a compiled kernel (a .ptx, or a captured launch) with every elect.sync
+    electing `elect_lane` (None: the lowest lane, the H200's choice), and the barrier waits its hang
+    counterexamples block in, as (barrier offset, parity) pairs."""
+    from ..search.explore import Limits
+    from ..pipeline.verify import verify_file
+    from ..pipeline.result import Options
+
+    elect = "lowest" if elect_lane is None else str(elect_lane)
+    result = verify_file(kernel, Options(elect=elect, check_scheduling=False,
+                                         limits=Limits(max_states=2_000_000, stop_at_first=False)))
+    codes = tuple(dict.fromkeys(i.code for i in result.all_issues))
+    may = any(_may_complete(r.system if r.system is not None else r.model, max_states) for r in result.runs) \
+        if result.runs else True
+    blocked = []
+    for issue in result.all_issues:
+        if issue.code == "hang":
+            blocked += [(int(m.group(1)), int(m.group(2)))
+                        for m in re.finditer(r"mbar@(\d+)[^;]*? parity (\d)", issue.finding.message)]
+    return ModelVerdict(codes, may), sorted(set(blocked))
+
+
 def _may_complete(system, max_states: int) -> bool:
     """Depth-first (a completing execution, when there is one, is found at once): is a terminal
     state with every thread finished, no hang and no fault reachable?

@@ -108,12 +108,14 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
 
 def ptx_parameters(result: Result) -> list[tuple]:
     """A compiled kernel's parameters as (parameter, its default's `Choice` or None, point): the point is
-    `set` (-D), `loops-once` (the run that reported ran each loop once) or `default`."""
+    `set` (-D), `launch` (the bytes of a captured launch), `loops-once` (the run that reported ran each loop
+    once) or `default`."""
     ptx = getattr(result, "ptx", None)
     if ptx is None:
         return []
     why = {f"param_{c.offset}": c for c in ptx.choices}
-    return [(p, why.get(p.name), "set" if p.name in ptx.overrides else
+    captured = getattr(ptx, "captured", ())
+    return [(p, why.get(p.name), "set" if p.name in ptx.overrides else "launch" if p.name in captured else
              "loops-once" if p.name in ptx.smallest else "default") for p in result.kernel.params]
 
 
@@ -124,6 +126,8 @@ def parameter_lines(result: Result) -> list[str]:
     for p, c, point in ptx_parameters(result):
         if point == "set":
             reason = "set with -D"
+        elif point == "launch":
+            reason = f"from the captured launch {result.ptx.launch}"
         elif point == "loops-once" and c is not None:
             reason = (f"its loop once, tried before the default {c.value} ({c.why}), which runs when this "
                       "point verifies")

@@ -102,8 +102,11 @@ def to_dict(result: Result) -> dict:
         for p, c, point in ptx_parameters(result):
             params.append({"name": p.name, "offset": p.offset, "value": p.value, "default": c.value if c else p.value,
                            "point": point, "why": c.why if c else "", "read_at": p.source})
-        out["ptx"] = {"entry": ptx.entry, "ptx": ptx.ptx if ptx.command else result.spec, "nvcc": ptx.command or None,
-                      "block": list(ptx.block), "cluster": list(ptx.cluster), "parameters": params}
+        out["ptx"] = {"entry": ptx.entry, "ptx": ptx.ptx if (ptx.command or ptx.launch) else result.spec,
+                      "nvcc": ptx.command or None, "block": list(ptx.block), "cluster": list(ptx.cluster),
+                      "parameters": params}
+        if ptx.launch:
+            out["ptx"]["launch"] = ptx.launch
     e = result.every
     if e is not None:  # --every: what the loop-offset run said for every value of the bound
         out["every"] = {"param": e.name, "from": e.lo, "to": e.hi, "states": e.states, "found": list(e.codes),

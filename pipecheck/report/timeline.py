@@ -347,16 +347,26 @@ def _ring_in(exprs) -> RRing | None:
 
 def timeline_file(path: str, overrides: dict[str, int], elect: str = "lowest", load_latency: int = 4,
                   mma_latency: int = 2, max_states: int = 200_000, timeout: float | None = None) -> TimelineResult:
+    from ..pipeline.ptx import is_kernel_file, verify_ptx
+    from ..pipeline.result import Options
     sources: dict[str, str] = {}
-    kernel = load_checked(path, overrides, sources)
-    codes, sites = resolve_roles(kernel, sources)
+    if is_kernel_file(path):  # a compiled kernel: read, evaluated at its parameters and lowered, not searched
+        res = verify_ptx(path, Options(overrides=tuple(overrides.items()), elect=elect, explore=False))
+        kernel, sites, sources = res.kernel, res.sites, res.sources
+        codes = None
+    else:
+        kernel = load_checked(path, overrides, sources)
+        codes, sites = resolve_roles(kernel, sources)
 
     def fail(exc: EvalError):
         return error("value", str(exc), sites[exc.site].span if 0 <= exc.site < len(sites) else None)
 
     try:
-        cclasses = config_classes(kernel, codes, elect)
-        esites = elect_sites(codes, sites)
+        if codes is None:
+            cclasses, esites = res.config_classes, res.esites  # type: ignore[attr-defined]
+        else:
+            cclasses = config_classes(kernel, codes, elect)
+            esites = elect_sites(codes, sites)
         everything = [cfg for cc in cclasses for cfg in cc.members]
         first = cclasses[0]
         model = Model(kernel, first.classes, sites)
