@@ -50,7 +50,8 @@ def test_text_timeline_has_a_column_per_role_the_line_and_barrier_states():
     assert len(ends) == 4 and all("\x1b" not in line for line in lines)  # piped: plain text
 
 
-def test_rich_path_when_forced():
+def test_rich_path_when_forced(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the drawn report fits the terminal: the test names the terminal's width
     code, out, _ = cli("verify", SPEC, "--color", "always")
     assert code == 1
     assert "\x1b[" in out and "┃" in out or "│" in out  # styled, drawn as a table

@@ -99,7 +99,7 @@ class Watch:
 
     def _tick(self, signum, frame) -> None:
         why = self._verdict()
-        if why is not None:
+        if why is not None and not _in_finaliser(frame):
             raise LimitReached(why, self.name, self.detail, time.perf_counter() - self.start, rss_mb())
 
     def _z3_guard(self) -> None:
@@ -196,3 +196,13 @@ def stash(**parts) -> None:
     w = _current.get()
     if w is not None:
         w.stash.update(parts)
+
+
+def _in_finaliser(frame) -> bool:
+    """Whether the signal landed in a `__del__` (z3 frees its objects there): Python would print the exception
+    as ignored and go on, so the next tick raises it instead."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
