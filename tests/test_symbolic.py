@@ -166,7 +166,8 @@ def test_points_text_forms():
 def test_all_params_states_the_k_tiles_condition_and_the_narrowed_range_verifies():
     path = ROOT / "examples" / "bugs" / "single_tile_expect_tx.pipe"
     data = verify_json(path, "--all-params", "-D", "STAGES=2")  # STAGES pinned: the sweep covers K_TILES 1..16
-    hang = next(f for f in data["findings"] if f["code"] == "hang")
+    every = data["findings"] + [c for f in data["findings"] for c in f.get("consequences", [])]  # causes first
+    hang = next(f for f in every if f["code"] == "hang")
     assert hang["condition"] == "K_TILES == 1 (witness: K_TILES=1)"
     static = next(f for f in data["static"] if f["code"] == "expect-tx-mismatch")
     assert "only when K_TILES == 1" in static["message"] and "24576" in static["message"]
