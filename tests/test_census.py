@@ -62,3 +62,16 @@ def test_a_class_that_splits_says_where(tmp_path):
     assert "b (all 128 threads): 7 (5), split in 6 states (up to 2 groups)" in err
     assert "4 states with its threads at: line 9 `bar_sync 1, 64`; line 10 `bar_sync 2, 64`" in err
     assert "a (all 32 lanes): 5 (5)\n" in err
+
+
+def test_pipe_runs_do_not_import_the_ptx_front_end():
+    # start-up: the PTX front end is imported only for a compiled kernel (pipeline/verify.py)
+    import subprocess
+    import sys
+    code = ("import sys, io; from pipecheck import cli; "
+            f"cli.run(['verify', {str(ROOT / 'examples' / 'ring.pipe')!r}], io.StringIO(), io.StringIO()); "
+            "print('pipecheck.pipeline.ptx' in sys.modules, 'pipecheck.ptx.frontend' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"], out
+    from pipecheck.pipeline import ptx, verify
+    assert verify.PTX_SUFFIXES == ptx.PTX_SUFFIXES

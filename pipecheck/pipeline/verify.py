@@ -14,6 +14,7 @@ from ..lang.check import CheckedKernel, check_kernel
 from ..lang.lower import resolve_roles
 from ..lang.parse import load_spec
 from ..model.ir import EvalError
+from ..ptx.launch import is_launch_file
 from ..model.system import Model
 from ..model.threads import Config, lowest_lane, split_classes
 from ..search.explore import Exploration, Found, Limits, explore
@@ -27,9 +28,9 @@ from . import causes
 from .configurations import ElectSite, config_classes, elect_sites
 from . import limits as watch
 from .every import verify_every
-from .ptx import is_kernel_file, verify_ptx
 from .result import Issue, Options, Result, Run, spec_error
 
+PTX_SUFFIXES = (".ptx", ".cu", ".cuh")  # pipeline.ptx.PTX_SUFFIXES (tests/test_census.py checks they agree)
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
 # what the main run explored (the re-run has no partial-order reduction), within these bounds
 SCHEDULING_BUDGET = (2_000, 5, 50_000)
@@ -68,7 +69,8 @@ def verify_file(path: str, options: Options = Options(),
 
 def _verify_file(path: str, options: Options, progress: Callable[[int, int, float], None] | None,
                  reuse: tuple[sweep.Plan, dict[str, str]] | None) -> Result:
-    if is_kernel_file(path):  # a compiled kernel: the PTX front end
+    if path.endswith(PTX_SUFFIXES) or is_launch_file(path):  # a compiled kernel: the PTX front end (imported
+        from .ptx import verify_ptx  # only then: it is a fifth of the start-up of a .pipe run)
         return verify_ptx(path, options, progress)
     if options.every is not None:
         return verify_every(path, options, progress, ordinary=verify_file)
