@@ -83,9 +83,10 @@ class Comparison:
     seconds: float = 0.0
 
 
-def _outcome(r: Result, explore: bool = True) -> Outcome:
+def _outcome(r: Result) -> Outcome:
+    issues = getattr(r, "all_issues", r.issues)  # causes and the consequences grouped under them
     lines = frozenset((i.code, r.sites[i.finding.site].span.line if 0 <= i.finding.site < len(r.sites)
-                       and r.sites[i.finding.site].span else 0) for i in r.issues)
+                       and r.sites[i.finding.site].span else 0) for i in issues)
     static = frozenset((d.code, d.span.line if d.span else 0) for d in r.static)
     return Outcome(r.verdict, lines | static)
 
@@ -270,11 +271,14 @@ def compare_guarded(path: str | Path, cpu_seconds: int = 120, **kw) -> Compariso
     old = signal.signal(signal.SIGVTALRM, _alarm)
     signal.setitimer(signal.ITIMER_VIRTUAL, cpu_seconds, 1.0)
     try:
-        return compare(path, **kw)
+        try:
+            return compare(path, **kw)
+        finally:  # the repeating timer may fire here too: the outer handler catches that
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     except Watchdog:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         c = Comparison()
         c.skipped.append(f"watchdog: past {cpu_seconds} CPU seconds")
         return c
     finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, old)
