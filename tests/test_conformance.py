@@ -452,7 +452,7 @@ def test_runner_restarts_a_program_that_ended_early(tmp_path: Path) -> None:
 
 import json  # noqa: E402
 
-from pipecheck.replay.outcome import ptx_model_verdict  # noqa: E402
+from pipecheck.replay.outcome import ptx_model_verdict, ptx_run_kinds  # noqa: E402
 
 PTX_DEFAULT = {"pingpong-lane3", "cooperative-lane3"}  # hangs found in a few hundred states; the rest under -m slow
 
@@ -478,7 +478,7 @@ def _launch_for(row: dict, tmp: Path) -> Path:
 @pytest.mark.parametrize("row", _ptx_rows())
 def test_recorded_h200_real_kernel_agrees_with_pipecheck(row: dict, tmp_path: Path) -> None:
     verdict, blocked = ptx_model_verdict(str(_launch_for(row, tmp_path)), row["elect_lane"])
-    runs = [run_kinds(o) for o in row["outcomes"]]
+    runs = [ptx_run_kinds(o) for o in row["outcomes"]]
     j = judge(verdict, runs)
     assert j.ok, f"{row['name']}: {j.reason}"
     hw_waits = {(h["bar"], h["parity"]) for o in row["outcomes"] for h in o.get("hangs", ())}

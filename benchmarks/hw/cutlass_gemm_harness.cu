@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
     }
     if (!groups.empty()) outcome = "hung";
     else if (bad) outcome = "wrong_data";
-    if (bad) {
+    if (bad && groups.empty()) {  // after a hang the threads that gave up never stored their tiles
       char buf[160];
       char err[32];
       if (std::isfinite(worst)) snprintf(err, sizeof err, "%g", worst); else snprintf(err, sizeof err, "null");  // NaN: never stored
