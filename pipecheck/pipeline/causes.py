@@ -5,6 +5,7 @@ Pure functions of the runs' explorations; witnesses are replayed through the exp
 """
 from __future__ import annotations
 
+from ..model.ir import END
 from ..search.explore import replay
 from .result import Issue, Run
 
@@ -24,22 +25,25 @@ def rank(code: str) -> int:
     return CAUSE_ORDER.index(code) if code in CAUSE_ORDER else len(CAUSE_ORDER)
 
 
-def antecedents(run: Run, found) -> tuple[tuple | None, tuple | None, bool]:
+def antecedents(run: Run, found) -> tuple[tuple | None, tuple | None, bool, frozenset]:
     """(the first finding raised earlier on the witness, a phase-alias of the same terminal state) as keys,
-    and whether a CTA had exited when a hang's threads were left waiting."""
+    whether a CTA had exited when a hang's threads were left waiting, and the thread classes left waiting."""
     system = run.system if run.system is not None else run.model
     try:
         steps = replay(system, found.path)
     except KeyError:  # a witness of the reduced system that the plain one does not replay: claim nothing
-        return None, None, False
+        return None, None, False, frozenset()
     earlier = steps if found.terminal else steps[:-1]
     first = next((f.key for _, _, fs in earlier for f in fs if f.key != found.finding.key), None)
-    alias, exited = None, False
+    alias, exited, blocked = None, False, frozenset()
     if found.terminal and found.finding.code == "hang":
         final = steps[-1][1] if steps else system.initial()
         alias = next((f.key for f in system.terminal_findings(final) if f.code == "phase-alias"), None)
         exited = any(getattr(final, "exited", ()))
-    return first, alias, exited
+        model = run.model
+        blocked = frozenset(c for c, groups in enumerate(final.locs)
+                            for (pc, _), _ in groups if model.code[c][pc].op is not END)
+    return first, alias, exited, blocked
 
 
 def group(issues: list[Issue]) -> list[Issue]:
@@ -55,13 +59,16 @@ def group(issues: list[Issue]) -> list[Issue]:
     parent: dict[int, tuple[Issue, str]] = {}
     exits: set[int] = set()
     for i in issues:
-        first, alias, exited = antecedents(i.run, i.witness)
+        first, alias, exited, blocked = antecedents(i.run, i.witness)
         if exited:
             exits.add(id(i))
+        lost = [a for a in issues if a.code == "phase-alias" and a.finding.cls in blocked and i.where <= a.where]
         if first in by_key and by_key[first] is not i:
             parent[id(i)] = (by_key[first], f"on its shortest schedule, after the {by_key[first].code}")
         elif alias in by_key and by_key[alias] is not i:
             parent[id(i)] = (by_key[alias], "the waiters that fell behind then wait forever")
+        elif lost and i.where:
+            parent[id(i)] = (lost[0], "the threads that lost their phase are among those left waiting")
     for i in issues:
         if id(i) in parent or i.code not in SYMPTOMS:
             continue
@@ -166,7 +173,7 @@ def warp_behind(i: Issue) -> bool:
     other threads of the instance went on: one warp fell behind its warpgroup (or larger role), as the waiting
     warps of a producer warpgroup can when one elected thread does the arrivals (TileLang's lowering)."""
     f = i.finding
-    if f.code != "phase-alias" or f.cls < 0:
+    if f.code != "phase-alias" or f.cls < 0 or "behind" not in f.message:
         return False
     classes = i.run.model.classes
     cl = classes[f.cls]
