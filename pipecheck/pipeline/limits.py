@@ -13,23 +13,12 @@ import threading
 import time
 from contextvars import ContextVar
 
-from ..search.explore import Limits
+from ..search.explore import Limits, rss_mb
 
 TICK = 0.05  # seconds between reads of the clock and the memory
 SEARCH_GRACE = 1.0  # seconds past --timeout before the watch interrupts a search that has not stopped itself
 MEMORY_GRACE = 1.25  # ... and the factor past --max-memory
 WRAP_UP = 2.0  # seconds a stopped run has to collect and report what it found before the watch steps in again
-
-
-def rss_mb() -> float:
-    """Resident memory of this process in MB (0 where /proc is not there)."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-        import os
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError):
-        return 0.0
 
 
 class LimitReached(BaseException):

@@ -65,7 +65,8 @@ def _path(parents: list[tuple[int, Any]], index: int) -> tuple:
     return tuple(reversed(acts))
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
+    """Resident memory of this process in MB (0 where /proc is not there)."""
     try:
         with open("/proc/self/statm") as f:
             pages = int(f.read().split()[1])
@@ -144,7 +145,7 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             if limits.timeout is not None and now - start > limits.timeout:
                 stopped = "timeout"
                 break
-            if limits.max_memory_mb is not None and _rss_mb() > limits.max_memory_mb:
+            if limits.max_memory_mb is not None and rss_mb() > limits.max_memory_mb:
                 stopped = "max-memory"
                 break
         if limits.max_states is not None and len(parents) > limits.max_states:
