@@ -196,8 +196,9 @@ kernel st {{
 def test_remote_arrive_after_exit_is_reported():
     """remote 1: an arrive on an exited peer's barrier is undefined (no fault seen in one run): exit-inflight."""
     data = verify_json(ROOT / "examples" / "bugs" / "remote_arrive_after_exit.pipe")
-    assert [f["code"] for f in data["findings"]] == ["exit-inflight"]
-    assert "after CTA" in data["findings"][0]["message"]
+    # each CTA's consumer releases a stage of the peer (lines 41 and 42): both arrivals can come after the exit
+    assert {f["code"] for f in data["findings"]} == {"exit-inflight"}
+    assert all("after CTA" in f["message"] for f in data["findings"])
 
 
 def test_every_scenario_has_a_test():

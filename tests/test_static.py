@@ -81,13 +81,13 @@ kernel k {
 def test_one_phase_owing_more_than_the_tx_range(spec):
     path = spec("""
 kernel k {
-  smem A[2] bytes 600000
+  smem A[2] bytes 100000                  # fits the SMEM budget: a kernel that cannot launch is not checked further
   mbarrier full count 1
   role p thread {
     arrive full expect_tx 600000;           # `;`: else `expect_tx` reads as the arrive's option
     expect_tx full 600000
-    tma_load A[0] tile 0 bytes 600000 barrier full
-    tma_load A[1] tile 0 bytes 600000 barrier full
+    tma_load A[0] tile 0 bytes 100000 barrier full
+    tma_load A[1] tile 0 bytes 100000 barrier full
     wait full parity 0
   }
 }

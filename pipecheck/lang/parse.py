@@ -6,12 +6,12 @@ become diagnostics with file:line:col and a message in the language's own words.
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from ..core.grammars import grammar_text
 from ..core.diagnostics import Note, Span, SpecError, error
 from ..core.words import did_you_mean
 from . import ast as A
@@ -19,14 +19,6 @@ from . import ast as A
 MAX_IMPORT_DEPTH = 16
 MAX_SPEC_CHARS = 4_000_000  # a spec is text a person writes; this is a hundred times the largest one we know
 MAX_NESTING = 100  # levels of the syntax tree: nested expressions, statements and blocks (docs/errors.md)
-
-
-def _grammar_text() -> str:
-    # a source checkout keeps the grammar beside the package; an installed wheel ships it as package data
-    beside = Path(__file__).resolve().parent.parent / "grammars" / "pipe.lark"
-    if beside.is_file():
-        return beside.read_text()
-    return (resources.files("pipecheck.grammars") / "pipe.lark").read_text()
 
 
 class _LineStart:
@@ -46,7 +38,7 @@ class _LineStart:
 @functools.cache
 def _parser() -> Lark:
     # cache=True keeps the built LALR tables in the temp directory: start-up matters for pre-commit use
-    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
+    return Lark(grammar_text("pipe.lark"), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
                 postlex=_LineStart())
 
 

@@ -58,6 +58,12 @@ class Watch:
         self._old = None
 
     def phase(self, name: str, detail: str = "") -> None:
+        """Enter the next phase; a limit already passed stops the run here, in the phase that ends (the first
+        tick may come after a fast phase, so without this the stop would fall on whichever phase is slow)."""
+        if self.armed and not self.lenient:
+            why = self._verdict()
+            if why is not None:
+                raise LimitReached(why, self.name, self.detail, time.perf_counter() - self.start, rss_mb())
         self.name, self.detail = name, detail
 
     def found(self) -> None:

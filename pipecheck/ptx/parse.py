@@ -7,12 +7,12 @@ attached to the instructions they precede, with the inlined-at chain nvcc record
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from ..core.grammars import grammar_text
 from ..core.diagnostics import Span, SpecError, error
 from . import syntax as X
 
@@ -203,7 +203,7 @@ class _Build(Transformer):
 
 @functools.cache
 def _parser() -> Lark:
-    text = importlib.resources.files("pipecheck.grammars").joinpath("ptx.lark").read_text()
+    text = grammar_text("ptx.lark")
     # cache=True keeps the built LALR tables; the transformer builds nodes as the parser reduces
     return Lark(text, parser="lalr", lexer="contextual", transformer=_Build(), maybe_placeholders=True, cache=True)
 
