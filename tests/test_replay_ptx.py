@@ -46,7 +46,7 @@ def test_patch_bounds_every_wait_and_forces_every_election(kernel):
     for s in p.sites:
         assert lines[s.ptx_line - 1].strip() == s.instruction
     assert p.text.count("exit;") >= len(waits)  # each bounded wait gives up rather than spin forever
-    assert f"shr.b32 %pced, %pcem, 3;" in p.text
+    assert "shr.b32 %pced, %pcem, 3;" in p.text
 
 
 def test_patch_without_a_lane_keeps_the_hardware_election():

@@ -332,7 +332,6 @@ _SCOPE = re.compile(r"^(?P<formula>.*), at the (?P<seen>\d+) of (?P<total>\d+) p
                          ids=lambda p: p.stem)  # the two whose points need more states as their parameters grow
 def test_a_sweep_a_limit_stopped_says_so_and_states_no_condition_as_if_complete(path: Path):
     kernel = load_checked(str(path), {}, {})
-    names = [p.name for p in kernel.params]
     total = 1
     for p in kernel.params:
         total *= p.hi - p.lo + 1

@@ -194,10 +194,11 @@ def stash(**parts) -> None:
 
 
 def _in_finaliser(frame) -> bool:
-    """Whether the signal landed in a `__del__` (z3 frees its objects there): Python would print the exception
-    as ignored and go on, so the next tick raises it instead."""
+    """Whether the signal landed in a `__del__` (z3 frees its objects there) or a garbage-collector callback
+    (hypothesis installs one): Python would print the exception as ignored and go on, so the next tick raises
+    it instead."""
     while frame is not None:
-        if frame.f_code.co_name == "__del__":
+        if frame.f_code.co_name == "__del__" or frame.f_code.co_name.endswith("callback"):
             return True
         frame = frame.f_back
     return False

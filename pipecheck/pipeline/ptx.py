@@ -23,12 +23,11 @@ from ..search.footprints import Footprints
 from ..search.por import Reduced
 from ..search.symmetry import Symmetric
 from ..search.visited import Interner
+from . import causes
 from .configurations import ConfigClass, ElectSite, describe
 from .result import Issue, Options, Result, Run, spec_error
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")
-ORDER = ["hang", "arrive-fault", "tx-range", "stale-read", "overwrite", "double-arrive", "phase-alias", "store-reuse",
-         "missing-proxy-fence", "exit-inflight", "uninit-barrier"]
 
 
 @dataclass
@@ -154,6 +153,7 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
     cclasses = list(groups.values())
     runs: list[Run] = []
     stopped = None
+    past_left = causes.TOTAL  # states left for the runs past first findings, over all classes (causes.py)
     for cc in cclasses if options.explore else ():  # `pipecheck check`: read, evaluated and lowered only
         limits = options.limits
         if limits.timeout is not None:
@@ -170,7 +170,11 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
                 sym = Symmetric(model)
                 base = sym if sym.active else model
             system = Reduced(base, Footprints(model)) if options.reduce else base
+            if limits.stop_at_first and options.cause_budget > 0 and past_left > 0:
+                # past the first finding, within a budget of states: the cause and its consequences
+                limits = replace(limits, after_first=min(past_left, options.cause_budget))
             exp = explore(system, limits, progress, Interner(options.stats) if options.compact else None)
+            past_left -= exp.extra.get("after_first", 0)
         except EvalError as exc:
             raise spec_error(exc, prog.sites) from None
         runs.append(Run(cc, model, exp, (), base))
@@ -178,6 +182,7 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
             stopped = exp.stopped
             break
     issues = _collect(runs, configs, esites)
+    causes.mark_latent(issues)
     if issues:
         verdict = "findings"
     elif options.explore and (stopped or len(runs) < len(cclasses)):
@@ -212,11 +217,12 @@ def _collect(runs: list[Run], configs: list[Config], esites: list[ElectSite]) ->
     masks = sorted({m for cfg in configs for m, _ in cfg.elect})
     by_key: dict[tuple, list[tuple[Run, Found]]] = {}
     for run in runs:
-        for found in run.exploration.found:
+        for found in run.exploration.found:  # those found past the first finding (Limits.after_first) last
             by_key.setdefault(found.finding.key, []).append((run, found))
     issues = []
     for hits in by_key.values():
-        run, found = min(hits, key=lambda h: (len(h[1].path), runs.index(h[0])))
+        # the witness: one of a search that stopped at findings (nothing wrong before it), then the shortest
+        run, found = min(hits, key=lambda h: (int(h[1].after_first), len(h[1].path), runs.index(h[0])))
         members = [cfg for r, _ in hits for cfg in r.cclass.members]
         condition = describe(members, configs, esites)
         on_hw = None
@@ -225,10 +231,10 @@ def _collect(runs: list[Run], configs: list[Config], esites: list[ElectSite]) ->
         finding = found.finding
         if finding.code == "hang" and len(members) < len(configs):
             finding = _with_skipped_arrivals(finding, run, runs, {id(r) for r, _ in hits}, condition)
-        issues.append(Issue(finding, found, run, members, condition, on_hw))
-    order = {c: i for i, c in enumerate(ORDER)}
-    issues.sort(key=lambda i: (order.get(i.code, 99), len(i.witness.path), i.finding.site, i.finding.message))
-    return issues
+        where = frozenset(((), cfg) for cfg in members)  # one parameter point: the configurations
+        issues.append(Issue(finding, found, run, members, condition, on_hw, where=where))
+    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    return causes.group(issues)
 
 
 __all__ = ["PtxInfo", "is_kernel_file", "verify_ptx", "SpecError", "Span"]

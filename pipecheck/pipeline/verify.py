@@ -17,7 +17,7 @@ from ..model.ir import EvalError
 from ..ptx.launch import is_launch_file
 from ..model.system import Model
 from ..model.threads import Config, lowest_lane, split_classes
-from ..search.explore import Exploration, Found, Limits, explore
+from ..search.explore import Exploration, Found, explore
 from ..search.footprints import Footprints
 from ..search.por import Reduced
 from ..search.symmetry import Symmetric

@@ -234,7 +234,6 @@ class _Eval:
     def results(self, i: int, op, d: Decoded, regs: Mapping[str, Value]) -> list[Value]:
         if not d.dests:
             return []
-        base, mods = op.base, op.mods
         if d.kind == ALU_K:
             return self._alu(i, op, d, regs)
         if d.kind == LOAD_K:

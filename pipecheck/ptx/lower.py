@@ -319,7 +319,7 @@ class Emitter:
 
     # ------------------------------------------------------------ the walk
     def run(self) -> ClassCode:
-        ev, sl = self.ev, self.sl
+        ev = self.ev
         ops = ev.body.ops
         n = len(ops)
         reach = self._reachable()

@@ -95,7 +95,8 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
     if short:
         rows = [replace(r, cell=compact(r.cell)) for r in rows]
     names = [("async" if short and c == ASYNC else c)[:width].ljust(width) for c in columns]
-    head = f" step | line | {' | '.join(names)} | {'barriers after' if short else BARRIERS}"
+    lw = max([5] + [len(r.label) for r in rows])  # the step column: as wide as its widest range ("126-143")
+    head = f"{'step':>{lw}} | line | {' | '.join(names)} | {'barriers after' if short else BARRIERS}"
     rule = "-" * len(head)
     lines = [head, rule]
     ended = False
@@ -110,7 +111,7 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
         for k in range(max(len(parts), len(bars))):
             part = parts[k] if k < len(parts) else ""
             cells = [part.ljust(width) if c == r.column else " " * width for c in columns]
-            label = f"{r.label:>5} | {str(r.line) if r.line else '':>4}" if k == 0 else "      |     "
+            label = f"{r.label:>{lw}} | {str(r.line) if r.line else '':>4}" if k == 0 else " " * (lw + 1) + "|     "
             bar = bars[k] if k < len(bars) else ""
             lines.append(f"{label} | {' | '.join(cells)} | {bar}".rstrip())
     return lines
