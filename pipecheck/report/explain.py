@@ -346,8 +346,8 @@ def _render_rich(e: Explanation, width: int | None) -> str:
     for c in e.contracts:
         title = f"when {c.condition}" if c.condition else "in every configuration"
         table = Table(title=title, title_justify="left", header_style="bold")
-        for h in HEADINGS:
-            table.add_column(h, overflow="fold")
+        for n, h in enumerate(HEADINGS):  # a barrier's name is never split, at any terminal width
+            table.add_column(h, overflow="fold", no_wrap=n == 0)
         for r in table_rows(c):
             table.add_row(*(Text(x) for x in r), style="bold red" if r[0].endswith("*") else None)
         if c.groups:
