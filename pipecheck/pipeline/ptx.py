@@ -92,27 +92,33 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             ptx_path, command = compile_cuda(path, options.nvcc_flags)
         lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
     pz = parse_entry(ptx_path, lo, sources)
-    choices = choose_defaults(pz)
-    defaults = {c.offset: (c.value, c.nbytes) for c in choices}
-    values = dict(defaults)
     overrides: dict[str, int] = {}
-    captured: list[str] = []
-    if launch is not None:
-        for c in choices:
-            v = launch.value(c.offset, c.nbytes)
-            if v is not None:
-                values[c.offset] = (v, c.nbytes)
-                captured.append(f"param_{c.offset}")
     for name, v in options.overrides:
         if not name.startswith("param_"):
             raise error("usage", f"-D {name}: a PTX kernel's parameters are named param_<byte offset> (the report "
                         "lists the ones its protocol reads)", None)
         try:
-            off = int(name[len("param_"):])
+            int(name[len("param_"):])
         except ValueError:
             raise error("usage", f"-D {name}: expected param_<byte offset>, e.g. param_12", None) from None
-        values[off] = (v, values.get(off, (0, 4))[1])
         overrides[name] = v
+    captured: list[str] = []
+
+    def given(offset: int, nbytes: int) -> int | None:  # -D first, then the captured launch's bytes
+        if f"param_{offset}" in overrides:
+            return overrides[f"param_{offset}"]
+        v = launch.value(offset, nbytes) if launch is not None else None
+        if v is not None:
+            captured.append(f"param_{offset}")
+        return v
+
+    choices = choose_defaults(pz, given)
+    # what was set is not a default: program_at states every parameter whose value differs from its default
+    defaults = {c.offset: (c.value, c.nbytes) for c in choices if c.searched}
+    values = {c.offset: (c.value, c.nbytes) for c in choices}
+    for name, v in overrides.items():  # one the kernel does not read keeps the width it would have
+        off = int(name[len("param_"):])
+        values[off] = (v, values.get(off, (0, 4))[1])
     loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides
              and f"param_{c.offset}" not in captured]
     first = None

@@ -10,6 +10,7 @@ the reason, and `-D param_<offset>=N` overrides it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..core.diagnostics import SpecError
 from ..model.ir import WAIT
@@ -29,6 +30,7 @@ class Choice:
     nbytes: int
     why: str
     small: int | None = None  # a loop bound: the value that runs its loop once (tried first, pipeline.ptx)
+    searched: bool = True  # False: the user set it (-D, a captured launch), so no default was looked for
 
 
 def _derived(ev, start_reg: str) -> set[str]:
@@ -98,7 +100,10 @@ def _counts(pz: Parsed, values: dict) -> dict[int, tuple[int, int]] | None:
     return {k: (v[0], len(v[1])) for k, v in out.items()}
 
 
-def choose_defaults(pz: Parsed) -> list[Choice]:
+def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None = None) -> list[Choice]:
+    """A default per parameter the kernel reads. A parameter `fixed(offset, bytes)` gives a value for (-D, a
+    captured launch) keeps it and is not searched (each search runs the kernel's arithmetic dozens of times);
+    the others are chosen with those values in place."""
     ev = evaluate_at(pz, {})
     reads: dict[int, tuple[int, bool, int]] = {}  # offset -> (width, float, op)
     values: dict[int, tuple[int, int]] = {}
@@ -113,6 +118,11 @@ def choose_defaults(pz: Parsed) -> list[Choice]:
             if off in choices:
                 continue
             nb = max(1, w // 8)
+            given = fixed(off, nb) if fixed is not None else None
+            if given is not None:
+                choices[off] = Choice(off, given, nb, "set", searched=False)
+                values[off] = (given, nb)
+                continue
             dest = ev.decoded[op].dests[0][0] if ev.decoded[op].dests else None
             addr, tx = _uses(ev, _derived(ev, dest)) if dest else (False, False)
             if is_float:
@@ -131,7 +141,7 @@ def choose_defaults(pz: Parsed) -> list[Choice]:
     # only the parameters the protocol slice reads can steer it
     # (at two points: a loop that runs once at 1 is straight-line code there)
     relevant: set[int] = set()
-    for probe in (1, 257):
+    for probe in ((1, 257) if any(c.why == "" for c in choices.values()) else ()):
         trial = {o: ((probe, v[1]) if choices[o].why == "" else v) for o, v in values.items()}
         prog = program_at(pz, trial, trial)
         relevant |= {r.offset for r in prog.ev.param_reads if r.op in prog.sl.ops}

@@ -100,8 +100,8 @@ def to_dict(result: Result) -> dict:
     if ptx is not None:  # a compiled kernel: its entry, launch and where each parameter value comes from
         params = []
         for p, c, point in ptx_parameters(result):
-            params.append({"name": p.name, "offset": p.offset, "value": p.value, "default": c.value if c else p.value,
-                           "point": point, "why": c.why if c else "", "read_at": p.source})
+            params.append({"name": p.name, "offset": p.offset, "value": p.value, "default": (c.value if c.searched else None) if c else p.value,
+                           "point": point, "why": (c.why if c.searched else None) if c else "", "read_at": p.source})
         out["ptx"] = {"entry": ptx.entry, "ptx": ptx.ptx if (ptx.command or ptx.launch) else result.spec,
                       "nvcc": ptx.command or None, "block": list(ptx.block), "cluster": list(ptx.cluster),
                       "parameters": params}
