@@ -69,7 +69,8 @@ class Model:
                 self.mma_unit.append(-1)
         self.nunits = len(units)
         labels = [cl.label for cl in classes]
-        self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes])
+        self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes],
+                               [cl.who != "" and cl.size > 1 for cl in classes])
         full_waits = any(i.op is WAIT_GROUP and not i.c for code in self.code for i in code)
         self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label, full_waits,
                                   ordered_stores)
