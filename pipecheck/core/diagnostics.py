@@ -66,6 +66,7 @@ FINDINGS: dict[str, str] = {
     "exit-inflight": "a CTA exits with async copies in flight, undrained bulk groups, or peers still able to arrive on its barriers",
     "trap": "a thread reaches `trap`, `brkpt` or a failed device-side assert: the kernel stops with an error",
     "uninit-barrier": "a barrier is used before its init is visible, or re-initialised while live",
+    "missing-init-fence": "a TMA load completes on a barrier whose init no fence_barrier_init / fence_proxy_async made visible to the async proxy",
     "expect-tx-mismatch": "the bytes expected on a barrier phase differ from the bytes delivered to it",
     "smem-budget": "stage buffers plus barriers exceed the per-block SMEM of the target arch",
     "tma-descriptor": "a declared tensor map breaks a cuTensorMapEncodeTiled rule",

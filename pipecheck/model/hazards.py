@@ -90,6 +90,23 @@ class Hazards:
                                    site, c, (gid,)))
         return out
 
+    def async_init_visible(self, s: State, c: int, gid: int, site: int, use: list[Finding]) -> list[Finding]:
+        """An async-proxy operation (a TMA load's complete_tx) on a barrier whose init no fence ordered before it.
+
+        mbarrier.init is a generic-proxy write; the async proxy sees it only after fence.mbarrier_init or
+        fence.proxy.async by the initialising thread (PTX ISA 9.7.9.25.2 proxies, 9.7.13.4 fence), whatever
+        syncthreads lies between. A use the generic rule already reports (uninit-barrier) is not repeated."""
+        if any(f.code == "uninit-barrier" and gid in f.barriers for f in use):
+            return []
+        for bar, init_cls, st in s.vis:
+            if bar == gid and st == 0:
+                who = "its own" if init_cls == c else f"{self.labels[init_cls]}'s"
+                return [Finding("missing-init-fence", f"{self.labels[c]}'s TMA load completes on "
+                                f"{self.layout.bar_names[gid]}, but {who} init of it was not followed by "
+                                "fence_barrier_init or fence_proxy_async: the async proxy may not see the init "
+                                "(a syncthreads orders only the generic proxy)", site, c, (gid,))]
+        return []
+
     def read_hazards(self, s: State, c: int, site: int, buf: int, want: int | None, what: str,
                       who: str | None = None) -> list[Finding]:
         """A read (or the start of an async reader) of `buf` expecting tile `want`."""

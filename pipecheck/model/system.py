@@ -531,7 +531,9 @@ class Model:
             findings = []
             new = []
             for k in targets:
-                findings += self.hazards.barrier_use(s, c, lay.bar_in(k, bar), ins.site, "issues a TMA load completing on")
+                gid = lay.bar_in(k, bar)
+                use = self.hazards.barrier_use(s, c, gid, ins.site, "issues a TMA load completing on")
+                findings += use + self.hazards.async_init_visible(s, c, gid, ins.site, use)
                 new += [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)] * m
             self._emit(out, s, c, gi, pc + 1, env, m, findings, flight=tuple(sorted(s.flight + tuple(new))))
         elif op is CP_ASYNC:
@@ -553,7 +555,8 @@ class Model:
             self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self.hazards.retag(s.bufs, buf, tag), dirty=dirty)
         elif op is FENCE_PROXY:
             dirty = tuple(d for d in s.dirty if not (d[1] == c and not d[2]))
-            self._emit(out, s, c, gi, pc + 1, env, m, [], dirty=dirty)
+            # fence.proxy.async also orders this thread's barrier inits before later async-proxy operations
+            self._emit(out, s, c, gi, pc + 1, env, m, [], dirty=dirty, vis=self._fence_inits(s, c))
         elif op is TMA_STORE:
             self._store_issue(s, c, gi, pc, env, m, ins, out)
         elif op is COMMIT_GROUP:
@@ -604,8 +607,7 @@ class Model:
             vis = tuple(v for v in s.vis if v[0] != gid)
             self._emit(out, s, c, gi, pc + 1, env, m, [], bars=bars, vis=vis)
         elif op is FENCE_INIT:
-            vis = tuple(sorted((g, cl, 1 if cl == c and st == 0 else st) for g, cl, st in s.vis))
-            self._emit(out, s, c, gi, pc + 1, env, m, [], vis=vis)
+            self._emit(out, s, c, gi, pc + 1, env, m, [], vis=self._fence_inits(s, c))
         elif op is COLL:
             key, n = self.coll_key(c, ins, env)
             self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=True)
@@ -613,6 +615,13 @@ class Model:
             self._coll_count(s, c, gi, pc, env, m, ins, out, ("b", cta, ins.b(env)), ins.c(env), blocking=False)
         else:
             raise EvalError(f"'{op}' is not supported by this version of the model", ins.site)
+
+    @staticmethod
+    def _fence_inits(s: State, c: int) -> tuple:
+        """fence_barrier_init or fence_proxy_async by class c: its unfenced inits are fenced (visibility state 1)."""
+        if not s.vis:
+            return s.vis
+        return tuple(sorted((g, cl, 1 if cl == c and st == 0 else st) for g, cl, st in s.vis))
 
     @staticmethod
     def group_at(s: State, c: int, pc: int) -> int | None:

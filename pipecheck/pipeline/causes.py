@@ -11,10 +11,10 @@ from .result import Issue, Run
 
 # codes that name the statement that broke the protocol, before the symptoms that follow from it: a thread
 # falling phases behind, a CTA exit with work in flight, threads waiting forever
-CAUSE_ORDER = ("arrive-fault", "tx-range", "uninit-barrier", "double-arrive", "stale-read", "overwrite",
-               "store-reuse", "missing-proxy-fence", "trap", "exit-inflight", "phase-alias", "hang")
+CAUSE_ORDER = ("arrive-fault", "tx-range", "uninit-barrier", "missing-init-fence", "double-arrive", "stale-read",
+               "overwrite", "store-reuse", "missing-proxy-fence", "trap", "exit-inflight", "phase-alias", "hang")
 SYMPTOMS = ("phase-alias", "hang")
-HAZARDS = CAUSE_ORDER[:9]
+HAZARDS = CAUSE_ORDER[:CAUSE_ORDER.index("exit-inflight")]
 
 # states explored past first findings in one spec, over all its configurations (Options.cause_budget is the
 # most for one), so a sweep over parameters stays bounded
@@ -121,6 +121,9 @@ def usual_fix(issue: Issue) -> str:
     if f.code == "missing-proxy-fence":
         return ("fence_proxy_async in every thread that wrote the buffer, after its writes and before the sync that "
                 "precedes the TMA store")
+    if f.code == "missing-init-fence":
+        return ("fence_barrier_init (or fence_proxy_async) in the initialising thread after its inits and before the "
+                "sync, so the TMA unit (async proxy) sees them (DeepGEMM: fence_view_async_shared after init)")
     if f.code == "uninit-barrier" and "reuses the memory" in msg:
         return "inval the barrier after its last use (every arrival, landing and wait done), then reuse its memory"
     if f.code == "uninit-barrier" and "re-initialises" in msg:

@@ -307,7 +307,9 @@ class Footprints:
             fp += ((("dirty", buf), "i"),) + tuple((("bar", g), "r") for g in lay.bar_overlaps[buf])
             return Op(fp)
         if kind == "fence":  # it makes only its own class's writes visible: the buffers it may write
-            return Op(tuple((("dirty", b), "i") for b in self.written[d[1]]))
+            # and fences its own barrier inits (model.State.vis)
+            fp = tuple((("dirty", b), "i") for b in self.written[d[1]])
+            return Op(fp + (((("vis", d[1]), "w"),) if d[1] in self.initialisers else ()))
         if kind == "store":
             buf, c = d[1], d[2]
             k = buf // lay.nbuf

@@ -306,7 +306,8 @@ class Moves:
             move.bad = z3.Or(self.use_bad(s, c, g), bad)
         elif op is TMA_LOAD or op is CP_ASYNC:
             upd += [(f"fl{k}", TRUE, TRUE) for k in self.slot.get((c, i), ())]
-            move.bad = z3.Or([self.use_bad(s, c, g) for g in a.get("uses", ())] or [FALSE])
+            move.bad = z3.Or([z3.Or(self.use_bad(s, c, g), self.async_init_bad(s, g)) for g in a.get("uses", ())]
+                             or [FALSE])
         elif op is CP_ASYNC_ARRIVE or op is MMA_COMMIT:
             upd.append((f"cm{self.commit_slot[(c, i)]}", TRUE, TRUE))
         elif op is READ:
@@ -320,6 +321,7 @@ class Moves:
                 if d == c:
                     x = v[f"dt{b}.{c}"]
                     upd.append((f"dt{b}.{c}", x == DIRTY, B.val(0)))
+            self._fence_inits(upd, v, c)  # model: fence.proxy.async fences the class's inits too
         elif op is TMA_STORE:
             buf, want = a["buf"], a["want"]
             span = (buf,) + self.model.layout.overlaps[buf]
@@ -356,9 +358,18 @@ class Moves:
             if g in self.vis_bars:
                 upd.append((f"vc{g}", TRUE, B.val(-1)))
         elif op is FENCE_INIT:
-            for g in sorted(self.vis_bars):
-                upd.append((f"vs{g}", z3.And(v[f"vc{g}"] == c, v[f"vs{g}"] == 0), B.val(VIS_FENCED)))
+            self._fence_inits(upd, v, c)
         return move
+
+    def _fence_inits(self, upd: list, v: dict, c: int) -> None:
+        for g in sorted(self.vis_bars):
+            upd.append((f"vs{g}", z3.And(v[f"vc{g}"] == c, v[f"vs{g}"] == 0), B.val(VIS_FENCED)))
+
+    def async_init_bad(self, s: St, g: int):
+        """model.hazards.async_init_visible: an async-proxy use of a barrier whose init no fence followed."""
+        if g not in self.vis_bars:
+            return FALSE
+        return z3.And(s.v[f"vc{g}"] >= 0, s.v[f"vs{g}"] == 0)
 
     def _together(self, s: St, c: int, i: int, out) -> Move:
         """model._together (--lockstep): the classes of one warp at one statement run it one after another in
