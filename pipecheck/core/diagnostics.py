@@ -66,6 +66,8 @@ FINDINGS: dict[str, str] = {
     "exit-inflight": "a CTA exits with async copies in flight, undrained bulk groups, or peers still able to arrive on its barriers",
     "trap": "a thread reaches `trap`, `brkpt` or a failed device-side assert: the kernel stops with an error",
     "uninit-barrier": "a barrier is used before its init is visible, or re-initialised while live",
+    "missing-tcgen05-fence": "tcgen05 work ordered across a thread sync without tcgen05_before_thread_sync before it or tcgen05_after_thread_sync after it",
+    "tmem-free-inflight": "tensor memory is deallocated while an MMA or another thread may still access it",
     "missing-init-fence": "a TMA load completes on a barrier whose init no fence_barrier_init / fence_proxy_async made visible to the async proxy",
     "expect-tx-mismatch": "the bytes expected on a barrier phase differ from the bytes delivered to it",
     "smem-budget": "stage buffers plus barriers exceed the per-block SMEM of the target arch",

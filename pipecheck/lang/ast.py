@@ -280,6 +280,15 @@ class FenceBarrierInit:
 
 
 @dataclass(frozen=True)
+class Tcgen05:
+    """A tcgen05 statement without operands (sm_100): `before_thread_sync` / `after_thread_sync` (the
+    tcgen05.fence forms), `alloc` / `dealloc` / `relinquish` (the CTA's tensor memory)."""
+
+    kind: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class SyncWarp:
     mask: Expr | None
     span: Span = _span()
@@ -332,7 +341,7 @@ class CallStmt:
 Stmt = (
     Let | Choose | RingDecl | Advance | For | If | Wait | Arrive | ExpectTx | CompleteTx
     | ArriveDrop | TmaLoad | TmaStore | Read | Write | MmaAsync | MmaWait | MmaCommit
-    | CpAsync | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | SyncWarp
+    | CpAsync | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | Tcgen05 | SyncWarp
     | SyncThreads | ClusterSync | BarSync | Init | Inval | Exit | CallStmt
 )
 

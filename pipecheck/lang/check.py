@@ -15,6 +15,9 @@ from ..model.ir import c_div, c_mod
 from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
 
+# the spelling of each tcgen05 statement (ast.Tcgen05.kind) and its PTX instruction
+TCGEN05_WORDS = {"before_thread_sync": "tcgen05_before_thread_sync", "after_thread_sync": "tcgen05_after_thread_sync",
+                 "alloc": "tmem_alloc", "dealloc": "tmem_dealloc", "relinquish": "tmem_relinquish"}
 ARCHES = {"sm_90": 227 * 1024, "sm_90a": 227 * 1024, "sm_100": 227 * 1024, "sm_100a": 227 * 1024}
 MAX_ARRIVAL_COUNT = (1 << 20) - 1
 MAX_TX = (1 << 20) - 1
@@ -255,7 +258,7 @@ class _Checker:
             raise SpecError(self.errors)
         checked_roles: list[RoleDecl] = []
         ctx = _BodyContext(self, {b.name: b for b in barriers}, {b.name: b for b in buffers},
-                           {c.name: c for c in kchooses}, {t.name for t in tensormaps})
+                           {c.name: c for c in kchooses}, {t.name for t in tensormaps}, arch)
         bodies_failed = False
         for role in roles:
             try:
@@ -408,8 +411,9 @@ class _BodyContext:
     """Checks role bodies: scoping, references, procedure inlining, and the language's rules."""
 
     def __init__(self, checker: _Checker, barriers: dict[str, BarrierDecl], buffers: dict[str, BufferDecl],
-                 kchooses: dict[str, KChooseDecl], tensormaps: set[str]):
+                 kchooses: dict[str, KChooseDecl], tensormaps: set[str], arch: str = "sm_90"):
         self.c = checker
+        self.arch = arch
         self.barriers = barriers
         self.buffers = buffers
         self.kchooses = kchooses
@@ -687,6 +691,12 @@ class _BodyContext:
         if isinstance(s, A.Inval):
             return A.Inval(self.ref(s.barrier, scope, subst, "mbarrier"), s.span)
         if isinstance(s, (A.CommitGroup, A.FenceProxyAsync, A.FenceBarrierInit, A.SyncThreads, A.ClusterSync, A.Exit)):
+            return s
+        if isinstance(s, A.Tcgen05):
+            if not self.arch.startswith("sm_100"):
+                word = TCGEN05_WORDS[s.kind]
+                raise error("rule", f"'{word}' is a tcgen05 instruction, which exists on sm_100 only; this kernel is "
+                            f"arch {self.arch} (write `arch sm_100`)", s.span)
             return s
         if isinstance(s, A.CallStmt):
             return self.call(s, scope, subst, depth)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..core.diagnostics import Span, SpecError, error
-from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP,
+from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP,
                         COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL,
                         JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT,
                         WAIT_GROUP, WRITE, EvalError, Instr, Program, RBuiltin, RChoice, RConst, RElect, RExpr, ROp,
@@ -257,6 +257,9 @@ class _Resolver:
             return ("op", FENCE_PROXY, (), site())
         if isinstance(s, A.FenceBarrierInit):
             return ("op", FENCE_INIT, (), site())
+        if isinstance(s, A.Tcgen05):
+            return ("op", {"before_thread_sync": T5_BEFORE, "after_thread_sync": T5_AFTER, "alloc": TMEM_ALLOC,
+                           "dealloc": TMEM_DEALLOC, "relinquish": TMEM_RELINQUISH}[s.kind], (), site())
         if isinstance(s, A.SyncWarp):
             self.warp_coll = True
             mask = FULL_MASK

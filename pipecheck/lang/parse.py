@@ -317,6 +317,26 @@ class _Build(Transformer):
         return A.FenceBarrierInit(self.s(meta))
 
     @v_args(meta=True)
+    def tcgen05_before_stmt(self, meta, c):
+        return A.Tcgen05("before_thread_sync", self.s(meta))
+
+    @v_args(meta=True)
+    def tcgen05_after_stmt(self, meta, c):
+        return A.Tcgen05("after_thread_sync", self.s(meta))
+
+    @v_args(meta=True)
+    def tmem_alloc_stmt(self, meta, c):
+        return A.Tcgen05("alloc", self.s(meta))
+
+    @v_args(meta=True)
+    def tmem_dealloc_stmt(self, meta, c):
+        return A.Tcgen05("dealloc", self.s(meta))
+
+    @v_args(meta=True)
+    def tmem_relinquish_stmt(self, meta, c):
+        return A.Tcgen05("relinquish", self.s(meta))
+
+    @v_args(meta=True)
     def syncwarp_stmt(self, meta, c):
         return A.SyncWarp(c[0], self.s(meta))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
-                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
+                 CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, TCGEN05_OPS, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, RConst, ROp, RRef, RRing, RVar, Site, compile_expr)
 from .layout import Layout
@@ -289,7 +289,7 @@ def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CI
                 ci.c = a[2] if kind == "elect" else None
         elif op == BAR_ARRIVE:
             ci.b, ci.c = compile_expr(a[0]), compile_expr(a[1])
-        elif op not in (END, JUMP, FENCE_PROXY, FENCE_INIT, TRAP):
+        elif op not in (END, JUMP, FENCE_PROXY, FENCE_INIT, TRAP) and op not in TCGEN05_OPS:
             raise EvalError(f"'{op}' is not supported by this version of the model", site)
         out.append(ci)
     return out

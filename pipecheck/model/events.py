@@ -3,7 +3,7 @@ draining, commit arrivals firing, CTAs exiting: each returns (action, next state
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from . import semantics as S
 from .findings import Finding
@@ -14,8 +14,10 @@ from .state import Action, State
 
 class AsyncEvents:
     def __init__(self, layout: Layout, hazards: Hazards, labels: Sequence[str], unit_cta: Sequence[int],
-                 unit_labels: Sequence[str], store_writes: bool = True, ordered_stores: bool = True):
+                 unit_labels: Sequence[str], store_writes: bool = True, ordered_stores: bool = True,
+                 tcgen05: "Any" = None):
         self.layout = layout
+        self.tcgen05 = tcgen05  # model.tcgen05.Tcgen05Order: an MMA writing TMEM after it was deallocated
         # bulk stores finish in commit order (`store_ready`); off, every order (a reduction, off with the others)
         self.ordered_stores = ordered_stores
         # whether a bulk store's second stage (writing global memory) is observed: only a wait_group without
@@ -51,6 +53,8 @@ class AsyncEvents:
             buf, tag = result
             findings = tuple(self.hazards.write_hazards(t, c, site, buf, f"the mma_async of {self.unit_labels[u]} writes tile "
                                                  f"{tag} into", landing=True))
+            if self.tcgen05 is not None:
+                findings += tuple(self.tcgen05.use_after_free(t, c, buf, site, "completes an mma_async into"))
             t = t._replace(bufs=self.hazards.retag(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
         return ("m", u), t, findings
 
@@ -115,7 +119,8 @@ class AsyncEvents:
                 halted = halted or h
                 if h:
                     break
-        return ("k", i), s._replace(commits=commits, bars=tuple(new), halted=halted), tuple(findings)
+        t5 = self.tcgen05.commit(s.t5, bars, c) if kind == "mma" and self.tcgen05 is not None else s.t5
+        return ("k", i), s._replace(commits=commits, bars=tuple(new), halted=halted, t5=t5), tuple(findings)
 
     def exit(self, s: State, cta: int) -> tuple[Action, State, tuple[Finding, ...]]:
         """A CTA exits once its last thread has finished: nothing may still be in flight into or out of it."""

@@ -220,6 +220,10 @@ COLL, COLL_WAIT, BAR_ARRIVE, END = "coll", "coll_wait", "bar_arrive", "end"
 TMA_STORE, COMMIT_GROUP, WAIT_GROUP, FENCE_PROXY = "tma_store", "commit_group", "wait_group", "fence_proxy"
 INIT, INVAL, FENCE_INIT, EXIT, CP_ASYNC_ARRIVE = "init", "inval", "fence_init", "exit", "cp_async_arrive"
 CP_ASYNC = "cp_async"
+# tcgen05 (sm_100): the fences around a thread sync, and the CTA's tensor memory
+T5_BEFORE, T5_AFTER = "tcgen05_before_thread_sync", "tcgen05_after_thread_sync"
+TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH = "tmem_alloc", "tmem_dealloc", "tmem_relinquish"
+TCGEN05_OPS = frozenset({T5_BEFORE, T5_AFTER, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH})
 PROBE = "probe"  # mbarrier.try_wait/test_wait as a test: a register gets whether the phase completed
 TRAP = "trap"  # PTX `trap`, `brkpt`, a failed device assert: the kernel stops with an error
 PTX_ONLY_OPS = frozenset({PROBE, TRAP})  # what only the PTX front end emits (the .pipe language has no spelling)
@@ -227,7 +231,7 @@ PTX_ONLY_OPS = frozenset({PROBE, TRAP})  # what only the PTX front end emits (th
 # Operations whose effect another thread can observe (beyond reading shared state).
 SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, MMA_COMMIT, BAR_ARRIVE,
                             TMA_STORE, COMMIT_GROUP, INIT, INVAL, CP_ASYNC_ARRIVE, CP_ASYNC, FENCE_PROXY,
-                            FENCE_INIT})
+                            FENCE_INIT, TMEM_ALLOC, TMEM_DEALLOC})
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class State(NamedTuple):
     commits: tuple  # sorted arrivals owed on completion: (kind, unit or class, upto, barriers, site, class)
     exited: tuple  # per CTA
     halted: str | None  # a fault ended the kernel
+    t5: tuple = ()  # sorted tcgen05 ordering and TMEM entries (model/tcgen05.py)
 
 
 # Actions: ("t", class, group, outcome) a thread class step; ("l", i) copy i lands; ("m", unit) an MMA

@@ -19,10 +19,12 @@ from .findings import Finding
 from .hazards import Hazards
 from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, LOCAL_OPS,
-                 MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
+                 MMA, MMA_COMMIT, MMA_WAIT, READ, RING, T5_AFTER, T5_BEFORE, TMA_LOAD, TMA_STORE, TMEM_ALLOC, TMEM_DEALLOC,
+                 TMEM_RELINQUISH, WAIT, WAIT_GROUP, WRITE, EvalError,
                  Program, Site)
 from .kernel import KernelShape
 from .layout import Layout
+from .tcgen05 import SYNC_KINDS, Tcgen05Order
 from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
 from .threads import ThreadClass, compact_names
 
@@ -71,9 +73,11 @@ class Model:
         labels = [cl.label for cl in classes]
         self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes],
                                [cl.who != "" and cl.size > 1 for cl in classes])
+        self.t5 = Tcgen05Order(self.layout, [cl.program for cl in classes], labels, [cl.cta for cl in classes],
+                               self.wgmma)
         full_waits = any(i.op is WAIT_GROUP and not i.c for code in self.code for i in code)
         self.events = AsyncEvents(self.layout, self.hazards, labels, self.unit_cta, self.unit_label, full_waits,
-                                  ordered_stores)
+                                  ordered_stores, self.t5)
         self.cta_classes = [[c.id for c in classes if c.cta == k] for k in range(self.layout.ncta)]
         self.coll_classes = [c.id for c in classes if any(i.op is COLL for i in self.code[c.id])]
         self.cta_threads = sum(cl.size for cl in classes if cl.cta == 0)
@@ -294,6 +298,10 @@ class Model:
                 ops.append(("init", ins.a(env, cta), c))
             elif op is FENCE_INIT:
                 ops.append(("finit", c))
+            elif op is T5_BEFORE or op is T5_AFTER or op is TMEM_RELINQUISH:
+                ops.append(("t5", c))  # the class's own ordering flags (model/tcgen05.py)
+            elif op is TMEM_ALLOC or op is TMEM_DEALLOC:
+                ops.append(("tmem", cta))
             elif op is TRAP:  # the thread (and the kernel) ends here
                 ops.append(("trap", c))
                 return self._stepped(key, ops, None, _ENDS)
@@ -505,7 +513,10 @@ class Model:
                 off = S.alias(b, ins.c(env))
                 if off:
                     findings.append(self.hazards.phase_alias(s, c, ins, env, gid, off, passing=True))
-            self._emit(out, s, c, gi, pc + 1, env, m, findings)
+            if self.t5.passes_barrier(s, gid, c):
+                self._emit(out, s, c, gi, pc + 1, env, m, findings, t5=self.t5.passed(s.t5, (c,)))
+            else:
+                self._emit(out, s, c, gi, pc + 1, env, m, findings)
         elif op is TRAP:  # the kernel stops with an error: nothing after it runs (the search goes no further)
             what = self.sites[ins.site].text if 0 <= ins.site < len(self.sites) else "a trap"
             finding = Finding("trap", f"{self.hazards.labels[c]} reaches {what}: the kernel stops with an error",
@@ -547,12 +558,23 @@ class Model:
             self._emit(out, s, c, gi, pc + 1, env, m, [], commits=tuple(sorted(s.commits + (k,))))
         elif op is READ:
             buf = ins.a(env, cta)
-            self._emit(out, s, c, gi, pc + 1, env, m, self.hazards.read_hazards(s, c, ins.site, buf, ins.b(env), "reads"))
+            findings = self.hazards.read_hazards(s, c, ins.site, buf, ins.b(env), "reads")
+            if self.t5.is_tmem(buf):  # tcgen05.ld
+                f, t5 = self.t5.work(s, c, ins.site, f"reads {self._buf_name(buf)} (tcgen05.ld)")
+                findings = findings + f + self.t5.use_after_free(s, c, buf, ins.site, "reads")
+                self._emit(out, s, c, gi, pc + 1, env, m, findings, t5=t5)
+            else:
+                self._emit(out, s, c, gi, pc + 1, env, m, findings)
         elif op is WRITE:
             buf, tag = ins.a(env, cta), ins.b(env)
             findings = self.hazards.write_hazards(s, c, ins.site, buf, f"{self.classes[c].label} writes", landing=False)
             dirty = tuple(sorted(set(s.dirty) - {(buf, c, True)} | {(buf, c, False)}))
-            self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self.hazards.retag(s.bufs, buf, tag), dirty=dirty)
+            t5 = s.t5
+            if self.t5.is_tmem(buf):  # tcgen05.st
+                f, t5 = self.t5.work(s, c, ins.site, f"writes {self._buf_name(buf)} (tcgen05.st)")
+                findings = findings + f + self.t5.use_after_free(s, c, buf, ins.site, "writes")
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, bufs=self.hazards.retag(s.bufs, buf, tag), dirty=dirty,
+                       t5=t5)
         elif op is FENCE_PROXY:
             dirty = tuple(d for d in s.dirty if not (d[1] == c and not d[2]))
             # fence.proxy.async also orders this thread's barrier inits before later async-proxy operations
@@ -608,6 +630,19 @@ class Model:
             self._emit(out, s, c, gi, pc + 1, env, m, [], bars=bars, vis=vis)
         elif op is FENCE_INIT:
             self._emit(out, s, c, gi, pc + 1, env, m, [], vis=self._fence_inits(s, c))
+        elif op is T5_BEFORE or op is T5_AFTER:
+            self._emit(out, s, c, gi, pc + 1, env, m, [], t5=self.t5.fence(s, c, before=op is T5_BEFORE))
+        elif op is TMEM_ALLOC or op is TMEM_DEALLOC:
+            findings, t5 = self.t5.work(s, c, ins.site, "allocates tensor memory" if op is TMEM_ALLOC
+                                        else "deallocates tensor memory")
+            if op is TMEM_ALLOC:
+                t5 = self.t5.alloc(s._replace(t5=t5), cta)
+            else:
+                f, t5 = self.t5.dealloc(s._replace(t5=t5), c, cta, ins.site)
+                findings += f
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, t5=t5)
+        elif op is TMEM_RELINQUISH:  # the CTA allocates no more: orders nothing the model tracks
+            self._emit(out, s, c, gi, pc + 1, env, m, [])
         elif op is COLL:
             key, n = self.coll_key(c, ins, env)
             self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=True)
@@ -664,8 +699,12 @@ class Model:
         what = {ARRIVE: "arrives on", EXPECT_TX: "expects tx on", COMPLETE_TX: "completes tx on",
                 ARRIVE_DROP: "arrive_drops on"}[op]
         findings = self.hazards.barrier_use(s, c, gid, ins.site, what)
+        t5 = s.t5
+        if op is ARRIVE or op is ARRIVE_DROP:  # an mbarrier arrival is a thread sync (tcgen05 ordering)
+            f, t5 = self.t5.sync(s, c, ins.site, f"{what} {self._bar_name(gid)}", gid)
+            findings += f
         if s.exited[gid // self.layout.nbar]:
-            self._emit(out, s, c, gi, pc + 1, env, m, findings)  # the arrival goes nowhere
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, t5=t5)  # the arrival goes nowhere
             return
         bars = list(s.bars)
         halted = None
@@ -697,7 +736,7 @@ class Model:
                 # complete it nor fault, so each only lowers the pending count, as S.arrive would one by one
                 bars[gid] = b._replace(pending=b.pending - left * n)
                 break
-        self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted)
+        self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted, t5=t5)
 
     def _store_issue(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
         buf = ins.a(env, self.classes[c].cta)
@@ -735,6 +774,11 @@ class Model:
             else:
                 rest.append(f)
         findings: list[Finding] = []
+        t5 = s.t5
+        if not self.wgmma:  # tcgen05.mma
+            findings, t5 = self.t5.work(s, c, ins.site, "issues an mma_async (tcgen05.mma)")
+            if result is not None:
+                findings += self.t5.use_after_free(s, c, result[0], ins.site, "issues an mma_async into")
         if joined >= self.unit_size[u]:
             for buf, tag in ops:
                 findings.extend(self.hazards.read_hazards(s, c, ins.site, buf, tag, "reads",
@@ -745,7 +789,7 @@ class Model:
             forming = tuple(sorted(rest + [(seq, joined, ops)]))
         mmas = s.mmas[:u] + ((done, forming, inflight),) + s.mmas[u + 1:]
         env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
-        self._emit(out, s, c, gi, pc + 1, env2, m, findings, mmas=mmas)
+        self._emit(out, s, c, gi, pc + 1, env2, m, findings, mmas=mmas, t5=t5)
 
     # ------------------------------------------------------------ collectives
     def coll_key(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:
@@ -779,6 +823,12 @@ class Model:
                 arrived += a
             else:
                 rest.append((k, a, n0))
+        thread_sync = key[0] in ("b", "c")  # a named barrier, syncthreads or cluster_sync (tcgen05 ordering)
+        found: tuple = ()
+        t5 = s.t5
+        if thread_sync:
+            f, t5 = self.t5.sync(s, c, ins.site, f"arrives at '{ins.text}'")
+            found = tuple(f)
         # arriving at a sync publishes this thread's fenced barrier inits and ends its window to fence its writes
         dirty = tuple(sorted((b, cl, True) if cl == c else (b, cl, sy) for b, cl, sy in s.dirty)) if s.dirty else s.dirty
         vis = tuple(sorted((g, cl, ("pub", key)) if cl == c and st == 1 else (g, cl, st) for g, cl, st in s.vis)) \
@@ -820,6 +870,8 @@ class Model:
             if vis:
                 vis = tuple(sorted(v for v in ((g, cl, ("cta" if key[0] != "c" else None) if st == ("pub", key) else st)
                                                for g, cl, st in vis) if v[2] is not None))
+            if thread_sync and self.t5.active and self.t5.sync_carries:
+                t5 = self.t5.passed(t5, ([c] if blocking and m > over else []) + [wc for wc, _ in released])
         colls_t = tuple(sorted(colls))
         outcomes: list[list] = [[]]  # each: (class, place) pairs, one per moved group
         for start, cnt in moving:
@@ -833,8 +885,8 @@ class Model:
                 new_locs[mc] = tuple(new_locs[mc]) + (place,)
             for mc in {c} | {mc for mc, _ in moved}:
                 new_locs[mc] = merge_groups(new_locs[mc])
-            t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis)
-            out.append((("t", c, gi, k), t, ()))
+            t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis, t5=t5)
+            out.append((("t", c, gi, k), t, found))
 
 
 

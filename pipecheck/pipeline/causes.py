@@ -12,7 +12,7 @@ from .result import Issue, Run
 # codes that name the statement that broke the protocol, before the symptoms that follow from it: a thread
 # falling phases behind, a CTA exit with work in flight, threads waiting forever
 CAUSE_ORDER = ("arrive-fault", "tx-range", "uninit-barrier", "missing-init-fence", "double-arrive", "stale-read",
-               "overwrite", "store-reuse", "missing-proxy-fence", "trap", "exit-inflight", "phase-alias", "hang")
+               "overwrite", "store-reuse", "missing-proxy-fence", "tmem-free-inflight", "missing-tcgen05-fence", "trap", "exit-inflight", "phase-alias", "hang")
 SYMPTOMS = ("phase-alias", "hang")
 HAZARDS = CAUSE_ORDER[:CAUSE_ORDER.index("exit-inflight")]
 
@@ -121,6 +121,12 @@ def usual_fix(issue: Issue) -> str:
     if f.code == "missing-proxy-fence":
         return ("fence_proxy_async in every thread that wrote the buffer, after its writes and before the sync that "
                 "precedes the TMA store")
+    if f.code == "missing-tcgen05-fence":
+        return ("tcgen05_before_thread_sync after the tcgen05 work and before the sync (arrive, bar_sync, syncthreads); "
+                "tcgen05_after_thread_sync after the sync (wait, bar_sync) and before the next tcgen05 operation")
+    if f.code == "tmem-free-inflight":
+        return ("order tmem_dealloc after every TMEM access: each accessing warp runs tcgen05_before_thread_sync and a "
+                "sync (bar_sync / syncthreads) the deallocating warp also passes, then tcgen05_after_thread_sync")
     if f.code == "missing-init-fence":
         return ("fence_barrier_init (or fence_proxy_async) in the initialising thread after its inits and before the "
                 "sync, so the TMA unit (async proxy) sees them (DeepGEMM: fence_view_async_shared after init)")

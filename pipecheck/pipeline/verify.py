@@ -148,6 +148,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                         base = sym if sym.active else model
                     if options.engine == "bmc":
                         from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
+                        bmc.refuse_unmodelled(model, psites)
                         watch.phase("bmc", at)
                         explored[key] = (model, bmc.search(model, limits, options.depth), model)
                     else:

@@ -13,7 +13,7 @@ from ..core.diagnostics import Span, SpecError, error
 from ..lang.check import CheckedKernel, binop
 from ..lang.lower import RoleCode, resolve_roles
 from ..model.ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site
-from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE,
+from ..model.ir import (TCGEN05_OPS, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE,
                         EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD,
                         TMA_STORE, WAIT, WAIT_GROUP, WRITE)
 from ..model.threads import FULL_MASK, lowest_lane
@@ -429,6 +429,8 @@ class _Emitter:
         elif op == CP_ASYNC_ARRIVE:
             ref = args[0]
             self.out(f"asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\" :: \"r\"({self.bar_addr(ref)}) : \"memory\");")
+        elif op in TCGEN05_OPS:
+            raise refuse(f"'{op}' (tcgen05)", "tcgen05 does not exist on the H200 (sm_90a)", self.span(site))
         else:
             raise refuse(f"'{op}'", "no PTX counterpart in the replay", self.span(site))
 
@@ -496,6 +498,23 @@ def _fold(e: RExpr | None, instance: int | None = None) -> int | None:
         return None
 
 
+def _first_op(body, ops) -> tuple[str, int] | None:
+    """The first statement of a resolved body whose op is one of `ops`: (op, site)."""
+    for s in body:
+        hit = None
+        if s[0] == "op":
+            hit = (s[1], s[3]) if s[1] in ops else None
+        elif s[0] == "block":
+            hit = _first_op(s[1], ops)
+        elif s[0] == "for":
+            hit = _first_op(s[4], ops)
+        elif s[0] == "if":
+            hit = _first_op(s[2], ops) or _first_op(s[3], ops)
+        if hit is not None:
+            return hit
+    return None
+
+
 def _elect_sites(body) -> list[int]:
     out: list[int] = []
     for s in body:
@@ -514,11 +533,16 @@ def emit(path: str, opts: ReplayOptions = ReplayOptions()) -> Emitted:
     """Emit the CUDA program replaying `path`; raises SpecError (code `replay` when refused)."""
     sources: dict[str, str] = {}
     k = load_checked(path, dict(opts.overrides), sources)
-    if not k.arch.startswith("sm_90"):
-        raise refuse(f"a spec for {k.arch}", "the replay targets the H200 (sm_90a)", k.span)
     if opts.elect_lane is not None and not 0 <= opts.elect_lane < 32:
         raise error("usage", f"--elect-lane {opts.elect_lane} is not a lane (0..31)", None)
     codes, sites = resolve_roles(k, sources)
+    for code in codes:  # an sm_100-only statement is named before the arch (the spec would not run on sm_90)
+        hit = _first_op(code.body, TCGEN05_OPS)
+        if hit is not None:
+            raise refuse(f"'{sites[hit[1]].text}' (sm_100 only)", "tcgen05 does not exist on the H200 "
+                         "(sm_90a)", sites[hit[1]].span)
+    if not k.arch.startswith("sm_90"):
+        raise refuse(f"a spec for {k.arch}", "the replay targets the H200 (sm_90a)", k.span)
     em = _Emitter(k, codes, sites, opts)
     kchoice_vals = _kernel_choices(k, em.choices)
     fns: list[str] = []

@@ -24,7 +24,8 @@ PROTOCOL_CODES: Mapping[str, tuple[str, ...]] = {
     "double-arrive": ("hung", "wrong_data"), "phase-alias": ("hung", "wrong_data"),
 }
 # Undefined behaviour (SEMANTICS 1, 4): any outcome is consistent with the model.
-UNDEFINED_CODES = frozenset({"exit-inflight", "uninit-barrier", "missing-init-fence"})
+UNDEFINED_CODES = frozenset({"exit-inflight", "uninit-barrier", "missing-init-fence", "missing-tcgen05-fence",
+                             "tmem-free-inflight"})
 # Static findings with no run-time effect in the replay (descriptors are replayed as 1-D copies).
 STATIC_CODES = frozenset({"tma-descriptor", "smem-budget", "no-overlap"})
 # Kinds that, when every execution of the model shows one, every run must show.

@@ -111,6 +111,11 @@ class Footprints:
         return out
 
     # ------------------------------------------------------------ footprints
+    def _tmem_use(self, buf: int) -> tuple:
+        """A TMEM access reads whether the CTA's tensor memory is still allocated (tmem_dealloc writes it)."""
+        cta = self.m.t5.tmem_ctas.get(buf)
+        return () if cta is None else ((("tmem", cta), "r"),)
+
     def _bar_use(self, gid: int) -> tuple:
         cta = gid // self.m.layout.nbar if self.m.layout.nbar else 0
         fp: tuple = ((("exited", cta), "r"),)
@@ -297,7 +302,7 @@ class Footprints:
             return Op(((("bar", d[1]), "r"),) + self._bar_use(d[1]))
         if kind == "read":
             buf = d[1]
-            return Op(((("buf", buf), "r"), (("inflight", buf), "r"), (("mmaout", buf), "r")))
+            return Op(((("buf", buf), "r"), (("inflight", buf), "r"), (("mmaout", buf), "r")) + self._tmem_use(buf))
         if kind == "write":
             buf = d[1]
             # writers of the same tile commute (the tag ends the same), and so do their clobbers of aliases
@@ -305,7 +310,7 @@ class Footprints:
             fp += tuple(x for b in (buf,) + lay.overlaps[buf]
                         for x in ((("srd", b), "r"), (("rd", b), "r"), (("inflight", b), "r")))
             fp += ((("dirty", buf), "i"),) + tuple((("bar", g), "r") for g in lay.bar_overlaps[buf])
-            return Op(fp)
+            return Op(fp + self._tmem_use(buf))
         if kind == "fence":  # it makes only its own class's writes visible: the buffers it may write
             # and fences its own barrier inits (model.State.vis)
             fp = tuple((("dirty", b), "i") for b in self.written[d[1]])
@@ -331,7 +336,7 @@ class Footprints:
             u, seq, bufs, m, out = d[1], d[2], d[3], d[4], d[5]
             fp = tuple((("buf", b), "r") for b in bufs) + tuple((("rd", b), "i") for b in bufs)
             if out >= 0:
-                fp += ((("mmaout", out), "i"),)
+                fp += ((("mmaout", out), "i"),) + self._tmem_use(out)
             return Op(fp, ((("join", u, seq), m),))
         if kind == "mwait":
             u, need = d[1], d[2]
@@ -350,6 +355,12 @@ class Footprints:
             return Op(((("bar", d[1]), "w"),) + tuple((("vis", c), "w") for c in sorted(self.initialisers)))
         if kind == "finit":  # publishes the class's own inits only
             return Op(((("vis", d[1]), "w"),) if d[1] in self.initialisers else ())
+        if kind == "t5":  # a tcgen05 fence changes only its own class's ordering flags
+            return Op(())
+        if kind == "tmem":  # tmem_alloc / tmem_dealloc: the CTA's tensor memory, against every use of it
+            cta = d[1]
+            tm = self.m.t5.tmem_ctas
+            return Op(((("tmem", cta), "w"),) + tuple((("buf", b), "r") for b in sorted(tm) if tm[b] == cta))
         raise AssertionError(kind)
 
     @staticmethod

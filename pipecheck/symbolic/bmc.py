@@ -12,6 +12,8 @@ import time
 
 import z3
 
+from ..core.diagnostics import error
+from ..model.ir import TCGEN05_OPS
 from ..model.state import State
 from ..model.system import Model
 from ..search.explore import Exploration, Found, Limits
@@ -178,6 +180,17 @@ def _solver(assertions: list, extra, timeout: float | None) -> z3.Solver:
     s.add(*assertions)
     s.add(extra)
     return s
+
+
+def refuse_unmodelled(model: Model, sites: list) -> None:
+    """The statements the bmc encoding does not model, refused by name at the first one (exit 2): tcgen05
+    ordering and tensor memory (model/tcgen05.py) are the explicit engine's only."""
+    for code in model.code:
+        for ins in code:
+            if ins.op in TCGEN05_OPS:
+                raise error("usage", f"--engine bmc does not model tcgen05 ordering or tensor memory "
+                            f"('{ins.text}'); verify this spec with the explicit engine (the default)",
+                            sites[ins.site].span if 0 <= ins.site < len(sites) else None)
 
 
 def search(model: Model, limits: Limits = Limits(), depth: int = DEFAULT_DEPTH) -> Exploration:

@@ -1,0 +1,170 @@
+"""Blackwell and cluster constructs (issue 18): each construct's real outcome, and its bad input.
+
+Barrier init seen by the async proxy, tcgen05 fences and tensor memory, setmaxnreg, per-CTA barrier
+counts and TMA loads completing on a peer CTA's barrier; the golden corpus has a correct and a buggy
+example of each (examples/), these tests pin what each rule looks at.
+"""
+from __future__ import annotations
+
+from conftest import ROOT, cli, verify_json, write_spec
+
+
+def codes(data: dict) -> set[str]:
+    return {f["code"] for f in data["findings"]} | {f["code"] for f in data["static"]}
+
+
+def lines(data: dict, code: str) -> set[int]:
+    return {f["location"]["line"] for f in data["findings"] if f["code"] == code}
+
+
+# ---------------------------------------------------------------- barrier init and the async proxy
+INIT = """
+kernel k {{
+  arch sm_90
+  smem A bytes 4096
+  mbarrier full count 1 noinit
+  role producer thread {{
+    init full count 1
+    {fence}
+    syncthreads
+    arrive full expect_tx 4096
+    tma_load A tile 0 bytes 4096 barrier full
+    wait full parity 0
+    read A tile 0
+  }}
+}}
+"""
+
+
+def test_init_without_fence_is_missing_init_fence_even_for_the_initialising_thread(tmp_path):
+    data = verify_json(write_spec(tmp_path, INIT.format(fence="")))
+    assert codes(data) == {"missing-init-fence"}
+    assert lines(data, "missing-init-fence") == {11}  # the tma_load
+
+
+def test_either_fence_makes_the_init_visible_to_the_async_proxy(tmp_path):
+    for fence in ("fence_barrier_init", "fence_proxy_async"):
+        data = verify_json(write_spec(tmp_path, INIT.format(fence=fence), f"{fence}.pipe"))
+        assert data["verdict"] == "verified", (fence, data["findings"])
+
+
+def test_a_fence_after_the_load_is_too_late(tmp_path):
+    text = INIT.format(fence="").replace("    read A tile 0", "    fence_proxy_async\n    read A tile 0")
+    assert codes(verify_json(write_spec(tmp_path, text))) == {"missing-init-fence"}
+
+
+def test_the_examples_of_barrier_init():
+    assert verify_json(ROOT / "examples/barrier_init_async.pipe")["verdict"] == "verified"
+    data = verify_json(ROOT / "examples/bugs/barrier_init_no_async_fence.pipe")
+    assert codes(data) == {"missing-init-fence"}
+    consequences = {c["code"] for f in data["findings"] for c in f.get("consequences", ())}
+    assert "uninit-barrier" in consequences  # the consumers' waits: the generic rule wants a fence too
+
+
+def test_missing_init_fence_from_bmc(tmp_path):
+    data = verify_json(write_spec(tmp_path, INIT.format(fence="")), "--engine", "bmc")
+    assert codes(data) == {"missing-init-fence"}
+
+
+# ---------------------------------------------------------------- tcgen05 fences and tensor memory
+T5 = """
+kernel k {{
+  arch sm_100
+  smem AB bytes 4096
+  tmem ACC bytes 4096
+  mbarrier full count 1
+  mbarrier acc_full count 1
+  role mma thread {{
+    arrive full expect_tx 4096
+    tma_load AB tile 0 bytes 4096 barrier full
+    wait full parity 0
+    mma_async AB tile 0 into ACC tile 0
+    mma_commit acc_full
+  }}
+  role epilogue warp {{
+    wait acc_full parity 0
+    {after}
+    read ACC tile 0
+    {before}
+    bar_sync 1, 32
+    {dealloc}
+  }}
+}}
+"""
+
+
+def t5(tmp_path, name: str, after: str = "tcgen05_after_thread_sync", before: str = "tcgen05_before_thread_sync",
+       dealloc: str = "tcgen05_after_thread_sync\n    tmem_dealloc") -> dict:
+    return verify_json(write_spec(tmp_path, T5.format(after=after, before=before, dealloc=dealloc), name))
+
+
+def test_fenced_tcgen05_work_verifies(tmp_path):
+    assert t5(tmp_path, "ok.pipe")["verdict"] == "verified"
+
+
+def test_a_tcgen05_ld_after_a_commit_barrier_needs_the_after_fence(tmp_path):
+    data = t5(tmp_path, "after.pipe", after="")
+    assert codes(data) == {"missing-tcgen05-fence"}
+    assert lines(data, "missing-tcgen05-fence") == {18}  # the read of ACC
+    assert "tcgen05_after_thread_sync" in data["findings"][0]["message"]
+
+
+def test_tcgen05_work_before_a_sync_needs_the_before_fence(tmp_path):
+    data = t5(tmp_path, "before.pipe", before="")
+    assert codes(data) == {"missing-tcgen05-fence"}
+    assert lines(data, "missing-tcgen05-fence") == {20}  # the bar_sync
+
+
+def test_a_wait_on_a_tma_barrier_needs_no_tcgen05_fence(tmp_path):
+    # the mma thread's mma_async follows a wait on `full`, which only a TMA load completes
+    assert t5(tmp_path, "tma.pipe")["findings"] == []
+
+
+def test_without_any_tcgen05_statement_the_fences_are_not_checked(tmp_path):
+    data = t5(tmp_path, "plain.pipe", after="", before="", dealloc="")
+    assert data["verdict"] == "verified"
+
+
+def test_tmem_used_after_tmem_dealloc_is_tmem_free_inflight(tmp_path):
+    text = T5.format(after="tcgen05_after_thread_sync", before="tcgen05_before_thread_sync", dealloc="").replace(
+        "  role mma thread {\n", "  role mma thread {\n    tmem_dealloc\n    tcgen05_before_thread_sync\n", 1)
+    data = verify_json(write_spec(tmp_path, text))
+    assert codes(data) == {"tmem-free-inflight"}
+    assert lines(data, "tmem-free-inflight") == {14}  # the mma_async into ACC
+
+
+def test_tmem_dealloc_while_an_mma_writes_it_is_tmem_free_inflight(tmp_path):
+    text = T5.format(after="tcgen05_after_thread_sync", before="tcgen05_before_thread_sync", dealloc="").replace(
+        "    mma_commit acc_full\n", "    tmem_dealloc\n    tcgen05_before_thread_sync\n    mma_commit acc_full\n", 1)
+    data = verify_json(write_spec(tmp_path, text))
+    assert codes(data) == {"tmem-free-inflight"}
+
+
+def test_the_examples_of_tcgen05():
+    assert verify_json(ROOT / "examples/tcgen05_ordering.pipe")["verdict"] == "verified"
+    assert codes(verify_json(ROOT / "examples/bugs/tcgen05_no_after_fence.pipe")) == {"missing-tcgen05-fence"}
+    assert codes(verify_json(ROOT / "examples/bugs/tmem_free_no_sync.pipe")) == {"tmem-free-inflight"}
+
+
+def test_tcgen05_statements_on_sm90_are_a_rule_error_with_a_location(tmp_path):
+    text = T5.format(after="tcgen05_after_thread_sync", before="", dealloc="").replace("arch sm_100", "arch sm_90")
+    path = write_spec(tmp_path, text)
+    code, out, err = cli("check", str(path))
+    assert code == 2
+    assert f"{path}:17:5: error: 'tcgen05_after_thread_sync' is a tcgen05 instruction" in err
+    assert "[rule]" in err and "Traceback" not in err
+
+
+def test_a_misspelt_tcgen05_statement_is_a_syntax_error_with_a_location(tmp_path):
+    path = write_spec(tmp_path, T5.format(after="tcgen05_after_thread_snyc", before="", dealloc=""))
+    code, out, err = cli("check", str(path))
+    assert code == 2
+    assert f"{path}:17:5: error:" in err and "[syntax]" in err and "Traceback" not in err
+
+
+def test_bmc_and_replay_refuse_tcgen05_by_name(tmp_path):
+    path = write_spec(tmp_path, T5.format(after="tcgen05_after_thread_sync", before="", dealloc=""))
+    code, out, err = cli("verify", str(path), "--engine", "bmc")
+    assert code == 2 and "--engine bmc does not model tcgen05 ordering" in err and ":17:5:" in err
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "out.cu"), str(path))
+    assert code == 2 and "'tcgen05_after_thread_sync' (sm_100 only)" in err and "[replay]" in err
