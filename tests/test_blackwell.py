@@ -168,3 +168,53 @@ def test_bmc_and_replay_refuse_tcgen05_by_name(tmp_path):
     assert code == 2 and "--engine bmc does not model tcgen05 ordering" in err and ":17:5:" in err
     code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "out.cu"), str(path))
     assert code == 2 and "'tcgen05_after_thread_sync' (sm_100 only)" in err and "[replay]" in err
+
+
+# ---------------------------------------------------------------- setmaxnreg
+NREG = """
+kernel k {{
+  arch sm_90a
+  role r warpgroups 2 {{
+    {body}
+  }}
+}}
+"""
+
+
+def test_setmaxnreg_meets_per_warpgroup(tmp_path):
+    data = verify_json(write_spec(tmp_path, NREG.format(body="setmaxnreg inc 232")))
+    assert data["verdict"] == "verified"
+
+
+def test_setmaxnreg_in_a_divergent_branch_hangs(tmp_path):
+    data = verify_json(write_spec(tmp_path, NREG.format(body="if warp != 5 { setmaxnreg dec 40 }")))
+    assert codes(data) == {"hang"}
+    assert "setmaxnreg" in data["findings"][0]["message"]
+
+
+def test_two_setmaxnreg_statements_do_not_meet(tmp_path):
+    body = "if warp < 2 { setmaxnreg dec 40 } else { setmaxnreg dec 40 }"
+    assert codes(verify_json(write_spec(tmp_path, NREG.format(body=body)))) == {"hang"}
+
+
+def test_setmaxnreg_examples_and_engines():
+    assert verify_json(ROOT / "examples/setmaxnreg.pipe")["verdict"] == "verified"
+    bug = ROOT / "examples/bugs/setmaxnreg_divergent.pipe"
+    assert codes(verify_json(bug)) == {"hang"}
+
+
+def test_setmaxnreg_divergence_from_bmc(tmp_path):
+    data = verify_json(write_spec(tmp_path, NREG.format(body="if warp != 5 { setmaxnreg dec 40 }")), "--engine", "bmc")
+    assert codes(data) == {"hang"}
+
+
+def test_setmaxnreg_bad_input_is_located(tmp_path):
+    for body, word in (("setmaxnreg up 40", "`inc` or `dec`"), ("setmaxnreg inc 41", "multiple of 8 in 24..256")):
+        path = write_spec(tmp_path, NREG.format(body=body), "bad.pipe")
+        code, out, err = cli("check", str(path))
+        assert code == 2 and f"{path}:5:" in err and word in err and "Traceback" not in err, err
+
+
+def test_replay_refuses_setmaxnreg_by_name(tmp_path):
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/setmaxnreg.pipe"))
+    assert code == 2 and "'setmaxnreg dec 40'" in err and "[replay]" in err

@@ -289,6 +289,15 @@ class Tcgen05:
 
 
 @dataclass(frozen=True)
+class SetMaxNReg:
+    """`setmaxnreg inc|dec N` (setmaxnreg.sync.aligned): a warpgroup collective."""
+
+    direction: str
+    count: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class SyncWarp:
     mask: Expr | None
     span: Span = _span()
@@ -341,7 +350,7 @@ class CallStmt:
 Stmt = (
     Let | Choose | RingDecl | Advance | For | If | Wait | Arrive | ExpectTx | CompleteTx
     | ArriveDrop | TmaLoad | TmaStore | Read | Write | MmaAsync | MmaWait | MmaCommit
-    | CpAsync | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | Tcgen05 | SyncWarp
+    | CpAsync | CpAsyncArrive | CommitGroup | WaitGroup | FenceProxyAsync | FenceBarrierInit | Tcgen05 | SetMaxNReg | SyncWarp
     | SyncThreads | ClusterSync | BarSync | Init | Inval | Exit | CallStmt
 )
 

@@ -692,6 +692,18 @@ class _BodyContext:
             return A.Inval(self.ref(s.barrier, scope, subst, "mbarrier"), s.span)
         if isinstance(s, (A.CommitGroup, A.FenceProxyAsync, A.FenceBarrierInit, A.SyncThreads, A.ClusterSync, A.Exit)):
             return s
+        if isinstance(s, A.SetMaxNReg):
+            if s.direction not in ("inc", "dec"):
+                raise error("syntax", f"setmaxnreg takes `inc` or `dec`, not '{s.direction}'", s.span)
+            try:
+                n = eval_const(s.count, self.c.env, "setmaxnreg's register count")
+            except SpecError:
+                raise error("value", "setmaxnreg's register count must be a constant (an immediate in PTX)",
+                            s.count.span) from None
+            if not (24 <= n <= 256 and n % 8 == 0):
+                raise error("rule", f"setmaxnreg's register count {n} is not a multiple of 8 in 24..256 "
+                            "(PTX ISA 9.7.19.5)", s.count.span)
+            return A.SetMaxNReg(s.direction, A.Num(n, s.count.span), s.span)
         if isinstance(s, A.Tcgen05):
             if not self.arch.startswith("sm_100"):
                 word = TCGEN05_WORDS[s.kind]

@@ -271,6 +271,9 @@ class _Resolver:
             return ("coll", ("syncwarp", mask), site())
         if isinstance(s, A.SyncThreads):
             return ("coll", ("syncthreads",), site())
+        if isinstance(s, A.SetMaxNReg):  # every warp of the warpgroup meets there: split the role by warp
+            self.warp_coll = True
+            return ("coll", ("setmaxnreg", s.direction, s.count.value), site())
         if isinstance(s, A.ClusterSync):
             return ("coll", ("cluster_sync",), site())
         if isinstance(s, A.BarSync):

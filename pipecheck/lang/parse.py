@@ -317,6 +317,10 @@ class _Build(Transformer):
         return A.FenceBarrierInit(self.s(meta))
 
     @v_args(meta=True)
+    def setmaxnreg_stmt(self, meta, c):
+        return A.SetMaxNReg(str(c[0]), c[1], self.s(meta))
+
+    @v_args(meta=True)
     def tcgen05_before_stmt(self, meta, c):
         return A.Tcgen05("before_thread_sync", self.s(meta))
 

@@ -806,6 +806,9 @@ class Model:
             return ("b", cl.cta, ins.b(env)), ins.c(env)
         if kind == "syncthreads":
             return ("b", cl.cta, 0), self.cta_threads
+        if kind == "setmaxnreg":  # setmaxnreg.sync.aligned: the warpgroup's threads at this statement
+            wg = cl.warpgroup or 0
+            return ("n", cl.cta, cl.role, cl.instance, wg, ins.site), min(128, cl.role_threads - 128 * wg)
         if kind == "reconv":
             key = ("r", cl.cta, cl.role, cl.instance, cl.warp, ins.site)
             return key, self.reconv[key]

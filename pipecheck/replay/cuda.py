@@ -303,6 +303,10 @@ class _Emitter:
             self.out(f"PC_COLL({sid}); asm volatile(\"bar.sync 0;\" ::: \"memory\"); PC_AT({sid});")
         elif what == "cluster_sync":
             self.out(f"PC_COLL({sid}); asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\"); PC_AT({sid});")
+        elif what == "setmaxnreg":
+            raise refuse(f"'setmaxnreg {key[1]} {key[2]}'", "it needs every warp of the warpgroup at the statement, "
+                         "which the replay's bounded waits cannot promise (a warp that gave up a wait skips it), and "
+                         "the replayed kernel is not compiled for a register budget", self.span(site))
         elif what == "bar":
             bid, n = self.bar_operands(key[1], key[2], "bar_sync", site)
             self.out(f"PC_COLL({sid}); asm volatile(\"bar.sync %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\"); PC_AT({sid});")

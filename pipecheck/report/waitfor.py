@@ -197,4 +197,6 @@ def _coll_text(key: tuple) -> str:
         return "syncwarp"
     if kind == "b":
         return f"named barrier {key[2]}" if key[2] else "syncthreads"
+    if kind == "n":
+        return "setmaxnreg"
     return "cluster_sync"

@@ -14,6 +14,7 @@ import pickle
 from collections import Counter
 from typing import Any
 
+from ..model.ir import COLL
 from ..model.state import State
 from ..model.system import Model
 
@@ -49,9 +50,12 @@ class Symmetric:
                 else:
                     spanning.append(cl)
             by_shape: dict[tuple, list] = {}
+            # setmaxnreg meets per warpgroup (its collective names the warpgroup): swap warps only within one
+            nreg = any(i.op is COLL and i.a == "setmaxnreg" for c in cls for i in model.code[c.id])
             for w, wcls in sorted(own.items()):
                 wcls.sort(key=lambda c: c.members)
                 shape = tuple((tuple(t % 32 for t in c.members), c.program, model.mma_unit[c.id]) for c in wcls)
+                shape += ((w // 4,) if nreg else ())
                 by_shape.setdefault(shape, []).append((w, tuple(c.id for c in wcls)))
             for members in by_shape.values():
                 if len(members) < 2:
