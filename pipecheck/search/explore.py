@@ -167,10 +167,29 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
 
 
 def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[Any]]]:
-    """Re-run a path from the initial state: [(action, state after, findings)], state before first is initial()."""
+    """Re-run a path from the initial state: [(action, state after, findings)], state before first is initial().
+
+    Each step recomputes the state's successors, so a witness costs what exploring its states did; the cause
+    grouping and the report both replay it, so the last few replays are kept on the system (its own record,
+    dropped with it). The caller must not change the list it gets."""
+    key = tuple(path)
+    memo = getattr(system, "replays", None)
+    if memo is not None and key in memo:
+        return memo[key]
     state = system.initial()
     out = []
     for action in path:
         state, findings = system.step(state, action)
         out.append((action, state, findings))
+    if memo is None:
+        try:
+            memo = system.replays = {}
+        except AttributeError:  # a system with fixed slots keeps none
+            return out
+    if len(memo) >= _REPLAYS_KEPT:
+        memo.pop(next(iter(memo)))
+    memo[key] = out
     return out
+
+
+_REPLAYS_KEPT = 8  # per system: the witnesses of one configuration's findings

@@ -34,11 +34,6 @@ class Footprints:
         self.fut_cache: dict[tuple, _Future] = {}  # per (class, pc, registers, count, quiet)
         self.desc_info: dict[tuple, _Future] = {}  # per distinct (descriptions, exhaustive)
         self.ops_cache: dict[tuple, tuple[list[Op], tuple]] = {}
-        # the thread counts seen per named barrier in the futures built so far, and for those used with two
-        # or more counts the smallest: every arrival completes a generation at its own count, so there a
-        # generation may complete as soon as the smallest count of threads is in (`_cwait`, `processes`)
-        self.coll_counts: dict[tuple, set[int]] = {}
-        self.coll_mixed: dict[tuple, int] = {}
         self.drops = any(i.op is ARRIVE_DROP for code in model.code for i in code)
         # the classes whose barrier inits the visibility record follows (model.State.vis)
         self.initialisers = frozenset(c for c, code in enumerate(model.code) if any(i.op is INIT for i in code)) \
@@ -145,27 +140,8 @@ class Footprints:
             hit = self.desc_info.get((descs, exhaustive))
             if hit is None:
                 hit = self.desc_info[(descs, exhaustive)] = _Future(self, descs, exhaustive, len(self.desc_info))
-                self._note_counts(descs)
             self.fut_cache[key] = hit
         return hit
-
-    def _note_counts(self, descs: tuple) -> None:
-        """Record the named-barrier thread counts of a new future; a barrier seen with a second count, or a
-        smaller one, changes what its waits need, so the ops built before are dropped."""
-        changed = False
-        for d in descs:
-            if d[0] in ("coll", "cwait"):
-                key, n = d[1], d[3] if d[0] == "coll" else d[2]
-                seen = self.coll_counts.setdefault(key, set())
-                if n not in seen:
-                    seen.add(n)
-                    if len(seen) > 1 and self.coll_mixed.get(key) != min(seen):
-                        self.coll_mixed[key] = min(seen)
-                        changed = True
-        if changed:
-            self.ops_cache.clear()
-            self.op_cache = {k: v for k, v in self.op_cache.items() if not (type(k) is tuple and k and type(k[0])
-                                                                            is tuple and k[0][:1] == ("cwait",))}
 
     def _ops(self, s: "State", f: "_Future", colls: dict) -> tuple[list[Op], tuple]:
         """The ops of a future in state s and their walk (`por.plan_of`): only its waits depend on the state,
@@ -243,9 +219,6 @@ class Footprints:
         hit = self.op_cache.get(key)
         if hit is None:
             res, want = ("coll", d[1]), before + d[2]
-            least = self.coll_mixed.get(d[1])
-            if least is not None:  # the generation may complete at the smallest count: at least one more arrival
-                want = max(now + 1, least) if before == 0 else now + 1
             hit = self.op_cache[key] = Op((), needs=((res, want - now),))
         return hit
 
@@ -348,7 +321,9 @@ class Footprints:
         if kind == "coll":
             # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
             # a sync publishes the arriving class's own fenced inits: only an initialiser's arrival touches them
-            fp = ((("coll", d[1]), "c", d[2]),) + (((("vis", d[4]), "w"),) if d[4] in self.initialisers else ())
+            # (the entry carries the arrival's own thread count, d[3], at which it completes a generation: see
+            # por._loudness; no tx bytes)
+            fp = ((("coll", d[1]), "c", d[2], 0, d[3]),) + (((("vis", d[4]), "w"),) if d[4] in self.initialisers else ())
             return Op(fp, ((("coll", d[1]), d[2]),))
         if kind == "init":
             # an init replaces the barrier's visibility entry, whoever initialised it before
@@ -453,11 +428,10 @@ class Footprints:
             procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
-        mixed = self.coll_mixed
         for key, n in coll_sizes:
-            # with two counts the arrival that reaches the smallest may or may not complete the generation (each
-            # arrival completes it at its own count): so every arrival from there on is loud
-            budgets[("coll", key)] = (mixed[key] - 1 if key in mixed else n) - colls.get(key, 0)
+            # the threads already in: each arrival completes a generation at its own count, so the budget is
+            # the smallest count among the arrivals a closure step weighs, less these (por._loudness)
+            budgets[(("coll", key), "arrived")] = colls.get(key, 0)
         return procs, budgets
 
     @staticmethod

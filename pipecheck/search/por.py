@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
 # "k" keyed write (third element the value written: writes of the same value commute),
-# "c" counted (an arrival of `amount`, third element; a fourth, the bytes it expects), "u" a
+# "c" counted (an arrival of `amount`, third element; a fourth, the bytes it expects; a fifth, the
+# count at which this arrival completes the object's generation, for named barriers), "u" a
 # counted arrival of single plain arrivals that commute with each other at any count (no bytes,
 # nothing recorded per phase: the barrier ends the same whatever their order), and "t"
 # byte count (third element the bytes that land, None when unknown or not a landing): while the
@@ -331,18 +332,34 @@ def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, int]) -> d
     totals: dict = {}
     expects: dict = {}  # bytes the arrivals expect; None once one the balance cannot follow (negative)
     lands: dict = {}  # bytes that land; None once a byte operation is not a landing of known size
+    owns: dict = {}  # per object whose arrivals carry their own completion count: (smallest, largest)
     for e, times in counted:
         obj = e[0]
         if e[1] in _COUNTS:
             totals[obj] = totals.get(obj, 0) + e[2] * times
             if len(e) > 3:
                 _add(expects, obj, e[3] * times if e[3] >= 0 else None)
+                if len(e) > 4:
+                    lo_hi = owns.get(obj)
+                    owns[obj] = (e[4], e[4]) if lo_hi is None else (min(lo_hi[0], e[4]), max(lo_hi[1], e[4]))
         elif e[1] == "t":
             totals.setdefault(obj, 0)
             nbytes = e[2] if len(e) > 2 else None
             _add(lands, obj, nbytes * times if nbytes is not None and nbytes > 0 else None)
     loud: dict = {}
     for obj, total in totals.items():
+        own = owns.get(obj)
+        if own is not None:
+            # arrivals that each complete a generation at their own thread count (a named barrier): none can
+            # complete it in any order while the total stays below the smallest count less the threads in;
+            # at that total, only one count among them means the last arrival completes it, whichever it is
+            arrived = budgets.get((obj, "arrived"), 0)
+            budget = own[0] - arrived
+            if total > budget or total == budget and own[0] != own[1]:
+                loud[obj] = _LOUD
+            elif total == budget:
+                loud[obj] = _COUNTED
+            continue
         budget = budgets.get(obj, 0)
         if total > budget:
             loud[obj] = _LOUD
