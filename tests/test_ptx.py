@@ -180,3 +180,33 @@ def test_json_says_where_each_parameter_comes_from():
     assert by["param_12"]["point"] == "loops-once" and by["param_12"]["value"] == 1 and by["param_12"]["default"] == 769
     assert by["param_640"]["point"] == "default"
     assert data["ptx"]["block"] == [384, 1, 1] and data["ptx"]["nvcc"] is None
+
+
+@needs_nvcc
+def test_tcgen05_mma_and_commit_of_a_compiled_sm100_kernel(tmp_path):
+    """tcgen05.mma reads its stage through the SMEM descriptor until the tcgen05.commit after it arrives;
+    the kernel is compiled here for sm_100a (tests/data/ptx/src/umma_mini.cu, 7 k-tiles on a 3-stage ring)."""
+    src = tmp_path / "umma_mini.cu"
+    shutil.copy(PTX / "src" / "umma_mini.cu", src)
+    base = (str(src), "--nvcc=-arch=sm_100a", "-D", "param_0=7", "--format", "json")
+
+    def codes(*extra: str) -> tuple[int, list[str]]:
+        code, out, err = cli("verify", *base, *extra)
+        assert code in (0, 1), err
+        return code, [f["code"] for f in json.loads(out)["findings"]]
+    assert codes() == (0, [])
+    code, found = codes("--nvcc=-DRELEASE_EARLY")  # the stage is released when the MMA is issued
+    assert code == 1 and found[0] == "overwrite"
+    code, found = codes("--nvcc=-DCOMMIT_FULL")  # the commit arrives on the wrong barrier
+    assert code == 1 and found == ["hang"]
+
+
+@needs_nvcc
+def test_a_two_cta_tcgen05_mma_is_refused_by_name(tmp_path):
+    from pipecheck.ptx.nvcc import compile_cuda
+    ptx, _ = compile_cuda(str(PTX / "src" / "umma_mini.cu"), ("-arch=sm_100a",))
+    text = Path(ptx).read_text()
+    two = text.replace("tcgen05.mma.cta_group::1", "tcgen05.mma.cta_group::2", 1)
+    assert two != text
+    code, out, err = cli("verify", str(_write(tmp_path, two)))
+    assert code == 2 and "cta_group::2" in err and "k.ptx:" in err

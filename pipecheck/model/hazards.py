@@ -185,7 +185,7 @@ class Hazards:
                     if any(ob == b for ob, _ in ops):
                         t = next(t for ob, t in ops if ob == b)
                         out.append(Finding("overwrite", f"{what} {name} while the mma_async of {self.unit_labels[u]} "
-                                           f"still reads tile {t} from it", site, c,
+                                           f"still reads {'from it' if t == ANY_TILE else f'tile {t} from it'}", site, c,
                                            notes=(("the mma_async that is still reading", msite),),
                                            victim="stage" if landing else "writer"))
             if not landing:

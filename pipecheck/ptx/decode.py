@@ -28,7 +28,7 @@ class Decoded:
     what: str = ""  # protocol: init | arrive | expect_tx | complete_tx | arrive_drop | wait | probe | elect | shfl |
     #                 bar_sync | bar_arrive | syncthreads | tma_load | tma_store | bulk_commit | bulk_wait | wg_fence |
     #                 wg_commit | wg_wait | mma | fence_proxy | fence_init | read | write | cluster_arrive |
-    #                 cluster_wait | setmaxnreg
+    #                 cluster_wait | setmaxnreg | t5_mma | t5_commit | t5_before | t5_after
     roles: tuple[tuple[str, X.Operand], ...] = ()  # protocol operands by name: ("bar", op), ("count", op), ...
     space: str = ""  # load/store: param | shared | global | local | const
     reason: str = ""  # refuse: why
@@ -133,7 +133,9 @@ def decode(op: Op, regs: dict[str, str]) -> Decoded:
         return Decoded(LOAD_K, _dest_regs(ops[0], width_of(type_of(mods))) if base == "atom" else (), (), "", (), space)
     if base in ("vote", "match", "redux", "activemask"):
         return Decoded(LOAD_K, _dest_regs(ops[0], 32), (), "", (), "warp")  # lanes' data: not known per thread
-    if base == "tcgen05" or base == "tensormap" or base == "clusterlaunchcontrol":
+    if base == "tcgen05":
+        return _tcgen05(op)
+    if base == "tensormap" or base == "clusterlaunchcontrol":
         return Decoded(REFUSE_K, reason=f"`{name}` (sm_100) is not modelled by the PTX front end yet")
     if base in ALU or name.startswith(("cvt.", "cvta.", "mapa.", "mul.", "mad.")):
         typ = type_of(mods)
@@ -182,6 +184,36 @@ def _mbarrier(op: Op, regs: dict[str, str]) -> Decoded:
     if mods and mods[0] == "pending_count":
         return Decoded(LOAD_K, _dest_regs(ops[0], 32), (), "", (), "barrier")
     return Decoded(REFUSE_K, reason=f"`{name}` is an mbarrier operation pipecheck does not model")
+
+
+def _tcgen05(op: Op) -> Decoded:
+    """tcgen05 (PTX ISA 9.7.16): the MMA reads its SMEM operands through matrix descriptors (the same start
+    address field as wgmma's) until it completes; `commit` arrives on a barrier once this thread's earlier
+    MMAs have; the fences order tcgen05 work around thread syncs. Tensor memory itself is not modelled
+    from PTX (its addresses come from `alloc` through shared memory): `ld`/`st`/`wait`/`alloc`/`dealloc`/
+    `relinquish_alloc_permit` move no protocol state, and an `ld`'s registers are values pipecheck cannot know."""
+    mods, ops, name = op.mods, op.operands, op.opcode
+    kind = mods[0] if mods else ""
+    group2 = "cta_group::2" in mods
+    if group2 and kind in ("mma", "commit", "cp"):
+        return Decoded(REFUSE_K, reason=f"`{name}` (cta_group::2: one MMA over a CTA pair) is not modelled by the "
+                                        "PTX front end yet")
+    if kind == "mma":
+        if "ws" in mods or "sp" in mods or any(m.startswith("block_scale") for m in mods):
+            return Decoded(REFUSE_K, reason=f"`{name}` is a tcgen05.mma form pipecheck does not model")
+        # [d_tmem], a (descriptor, or [a_tmem]), b descriptor, idesc, ...
+        a, b = ops[1], ops[2]
+        return Decoded(PROTO_K, (), (), "t5_mma", _roles(a=None if isinstance(a, X.Addr) else a, b=b))
+    if kind == "commit":
+        mc = any(m.startswith("multicast") for m in mods)
+        return Decoded(PROTO_K, (), (), "t5_commit", _roles(bar=_addr(ops[0]), mask=ops[1] if mc and len(ops) > 1 else None))
+    if kind.startswith("fence::"):
+        return Decoded(PROTO_K, (), (), "t5_after" if kind == "fence::after_thread_sync" else "t5_before")
+    if kind == "ld":
+        return Decoded(LOAD_K, _dest_regs(ops[0], 32), (), "", (), "tmem")
+    if kind in ("st", "alloc", "dealloc", "relinquish_alloc_permit") or kind.startswith("wait::"):
+        return Decoded(IGNORE_K)
+    return Decoded(REFUSE_K, reason=f"`{name}` is a tcgen05 operation pipecheck does not model yet")
 
 
 def _barrier(op: Op) -> Decoded:

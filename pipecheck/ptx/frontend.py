@@ -339,8 +339,21 @@ def _copy_bytes(prog: PtxProgram) -> dict[int, int]:
             by_bar.setdefault(key, []).append(i)
         elif d.what in ("arrive", "expect_tx") and "tx" in roles:
             expects.setdefault(key, []).append(i)
+    # a barrier register with no expect_tx of its own: the expect_tx on a register of the same address
+    # (CUTLASS's SM100 mainloop recomputes the full barrier's address for its copies)
+    by_value: dict = {}
+    for key, ex in expects.items():
+        for e in ex:
+            v = ev.value(e, dict(ev.decoded[e].roles)["bar"])
+            if v is not None and not isinstance(v, str):
+                by_value.setdefault(v, set()).add(key)
     for key, copies in by_bar.items():
         ex = expects.get(key, [])
+        if not ex:
+            v = ev.value(copies[0], dict(ev.decoded[copies[0]].roles)["bar"])
+            same = by_value.get(v, set()) if v is not None and not isinstance(v, str) else set()
+            if len(same) == 1:
+                ex = expects[next(iter(same))]
         vals = set()
         for e in ex:
             v = ev.value(e, dict(ev.decoded[e].roles)["tx"])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Span, SpecError, error
 from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, END, EXPECT_TX,
-                        FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA, MMA_WAIT, PROBE, READ, TMA_LOAD, TRAP,
+                        FENCE_INIT, FENCE_PROXY, INIT, INVAL, JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, PROBE, T5_AFTER, T5_BEFORE, READ, TMA_LOAD, TRAP,
                         TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, RBuiltin, RConst, RExpr, ROp, RVar)
 from . import syntax as X
 from .decode import ALU_K, BRANCH_K, EXIT_K, LOAD_K, PROTO_K, REFUSE_K, STORE_K  # noqa: F401
@@ -342,14 +342,14 @@ class Emitter:
             ins = self.code[pc]
             self.code[pc] = Instr(ins.op, ins.args, ins.site, end if tgt < 0 else pcs[tgt])
         ghosts: dict[str, int] = {}
-        if any(x.op in (MMA, MMA_WAIT) for x in self.code):
+        if any(x.op in (MMA, MMA_WAIT, MMA_COMMIT) for x in self.code):
             ghosts["mma#"] = self.slot("mma#")
         if any(x.op in (COMMIT_GROUP, WAIT_GROUP) for x in self.code):
             ghosts["bulk#"] = self.slot("bulk#")
         out = []
         for x in self.code:
             extra = ()
-            if x.op in (MMA, MMA_WAIT):
+            if x.op in (MMA, MMA_WAIT, MMA_COMMIT):
                 extra = (ghosts["mma#"],)
             elif x.op in (COMMIT_GROUP, WAIT_GROUP):
                 extra = (ghosts["bulk#"],)
@@ -588,6 +588,15 @@ class Emitter:
             self.mma_pending = []
             self._aligned(i)
             self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in seen), None), i)
+        elif w == "t5_mma":  # one thread's tcgen05.mma: its own group, completed by a later commit
+            refs = [SmemRef("desc", e, i) for e in (role("a"), role("b")) if e is not None]
+            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in refs), None), i)
+        elif w == "t5_commit":
+            self.emit(MMA_COMMIT, (bar(), role("mask")), i)
+        elif w == "t5_before":
+            self.emit(T5_BEFORE, (), i)
+        elif w == "t5_after":
+            self.emit(T5_AFTER, (), i)
         elif w == "wg_wait":
             self._aligned(i)
             self.emit(MMA_WAIT, (role("pending"),), i)
