@@ -218,3 +218,48 @@ def test_setmaxnreg_bad_input_is_located(tmp_path):
 def test_replay_refuses_setmaxnreg_by_name(tmp_path):
     code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/setmaxnreg.pipe"))
     assert code == 2 and "'setmaxnreg dec 40'" in err and "[replay]" in err
+
+
+# ---------------------------------------------------------------- per-CTA barrier counts
+CTA_COUNT = """
+kernel k {{
+  cluster 2
+  mbarrier b count {count}
+  role r[2] thread {{
+    if instance <= cta {{ arrive b }}
+    wait b parity 0
+  }}
+}}
+"""
+
+
+def test_a_count_may_depend_on_the_cta(tmp_path):
+    assert verify_json(write_spec(tmp_path, CTA_COUNT.format(count="cta + 1")))["verdict"] == "verified"
+    data = verify_json(write_spec(tmp_path, CTA_COUNT.format(count="2 - cta"), "swapped.pipe"))
+    assert codes(data) == {"hang"}  # CTA 0 waits for a second arrival that never comes
+    assert "cta0.b" in data["findings"][0]["message"]
+
+
+def test_a_per_cta_count_from_bmc_and_in_the_generated_cuda(tmp_path):
+    path = write_spec(tmp_path, CTA_COUNT.format(count="2 - cta"))
+    assert codes(verify_json(path, "--engine", "bmc")) == {"hang"}
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(path))
+    assert code == 0, err
+    assert "(rank == 1u ? 1u : 2u)" in (tmp_path / "o.cu").read_text()
+
+
+def test_the_examples_of_per_cta_counts():
+    data = verify_json(ROOT / "examples/leader_empty_counts.pipe")
+    assert data["verdict"] == "verified"
+    bug = verify_json(ROOT / "examples/bugs/leader_empty_own_count.pipe")
+    assert codes(bug) == {"arrive-fault", "overwrite", "stale-read"}
+
+
+def test_a_per_cta_count_out_of_range_names_the_cta_and_its_location(tmp_path):
+    path = write_spec(tmp_path, CTA_COUNT.format(count="cta - 1"), "bad.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:4:20: error: mbarrier b is initialised with count -1 in CTA 0" in err
+    assert "[rule]" in err and "Traceback" not in err
+    path = write_spec(tmp_path, CTA_COUNT.format(count="lane + 1"), "lane.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:4:20:" in err and "'lane'" in err and "Traceback" not in err

@@ -333,10 +333,10 @@ class Model:
             start = starts[0] if len(starts) == 1 else (0, tuple(env))
             locs.append(((start, cl.size),))
         bars = []
-        for _ in range(self.layout.ncta):
+        for cta in range(self.layout.ncta):
             for b in self.kernel.barriers:
                 for _ in range(b.size):
-                    bars.append(None if b.noinit else S.init(b.count))
+                    bars.append(None if b.noinit else S.init(b.count_in(cta)))
         bufs = (EMPTY,) * (self.layout.nbuf * self.layout.ncta)
         mmas = ((0, (), ()),) * self.nunits
         return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (), (), (), (), (False,) * self.layout.ncta, None)

@@ -653,7 +653,10 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
         if b.noinit:
             continue
         n = _count(b.dims)
-        lines.append(f"  if (tid == 0) for (int i = 0; i < {n}; ++i) pc_init(smem_base + {em.lay.bar_base[b.name]}u + 8u * i, {b.count}u);")
+        count = f"{b.count}u"
+        for rank in range(len(b.per_cta) - 1, 0, -1):  # a count that depends on the CTA: chosen by cluster rank
+            count = f"(rank == {rank}u ? {b.per_cta[rank]}u : {count})"
+        lines.append(f"  if (tid == 0) for (int i = 0; i < {n}; ++i) pc_init(smem_base + {em.lay.bar_base[b.name]}u + 8u * i, {count});")
     lines += ["  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");",
               "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");",
               "  __syncthreads();"]
