@@ -672,10 +672,13 @@ class _BodyContext:
                 raise error("name", f"tensor map '{s.tensormap}' is not declared"
                             f"{did_you_mean(s.tensormap, self.tensormaps)}", s.span)
             self.const_range(s.bytes, 1, MAX_TX, "tma_load byte count", "tx-count range, PTX ISA 9.7.13.15.2")
+            if s.cta is not None and s.multicast is not None:
+                raise error("rule", "a tma_load lands either in the CTAs of a multicast mask or, with `on cta r`, in "
+                            "CTA r alone: give one of them", s.cta.span)
             bar = self.ref(s.barrier, scope, subst, "mbarrier")
             self.tx_sources.add(bar.name)
             return A.TmaLoad(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), ex(s.bytes), s.tensormap,
-                             bar, ex(s.multicast), s.span)
+                             bar, ex(s.multicast), ex(s.cta), s.span)
         if isinstance(s, A.TmaStore):
             if s.barrier is not None:
                 raise error("rule", "a tma_store completes through bulk groups, not an mbarrier: drop `barrier` and use "

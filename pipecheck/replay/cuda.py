@@ -368,8 +368,9 @@ class _Emitter:
             self.out(f"pc_arrive_drop({self.bar_addr(ref)}, (unsigned)({self.expr(count)}));")
         elif op == TMA_LOAD:
             buf, tile, nbytes, bar, mcast = args
-            if bar.cta is not None:
-                raise refuse("a tma_load completing on another CTA's barrier", "not emitted", self.span(site))
+            if bar.cta is not None or buf.cta is not None:
+                raise refuse("'tma_load ... on cta' (a TMA load landing in a peer CTA's shared memory and barrier, "
+                             "the 2-SM load)", "the generated copies land in the issuing CTA only", self.span(site))
             self.out(f"pc_tma_load({self.buf_addr(buf)}, {self.buf_id(buf.name)}, gsrc, {self.expr(tile)}, (unsigned)({self.expr(nbytes)}), "
                      f"{self.bar_addr(bar)}, {self.expr(mcast) if mcast is not None else '-1'});")
         elif op == READ:
