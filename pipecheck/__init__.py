@@ -55,7 +55,7 @@ class Spec:
 
     @property
     def barriers(self) -> dict[str, int]:
-        """Barrier arrays and their init counts."""
+        """Barrier arrays and their init counts (CTA 0's, where the count depends on the CTA)."""
         return {b.name: b.count for b in self.kernel.barriers}
 
     @property

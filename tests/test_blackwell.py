@@ -218,3 +218,115 @@ def test_setmaxnreg_bad_input_is_located(tmp_path):
 def test_replay_refuses_setmaxnreg_by_name(tmp_path):
     code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/setmaxnreg.pipe"))
     assert code == 2 and "'setmaxnreg dec 40'" in err and "[replay]" in err
+
+
+# ---------------------------------------------------------------- per-CTA barrier counts
+CTA_COUNT = """
+kernel k {{
+  cluster 2
+  mbarrier b count {count}
+  role r[2] thread {{
+    if instance <= cta {{ arrive b }}
+    wait b parity 0
+  }}
+}}
+"""
+
+
+def test_a_count_may_depend_on_the_cta(tmp_path):
+    assert verify_json(write_spec(tmp_path, CTA_COUNT.format(count="cta + 1")))["verdict"] == "verified"
+    data = verify_json(write_spec(tmp_path, CTA_COUNT.format(count="2 - cta"), "swapped.pipe"))
+    assert codes(data) == {"hang"}  # CTA 0 waits for a second arrival that never comes
+    assert "cta0.b" in data["findings"][0]["message"]
+
+
+def test_a_per_cta_count_from_bmc_and_in_the_generated_cuda(tmp_path):
+    path = write_spec(tmp_path, CTA_COUNT.format(count="2 - cta"))
+    assert codes(verify_json(path, "--engine", "bmc")) == {"hang"}
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(path))
+    assert code == 0, err
+    assert "(rank == 1u ? 1u : 2u)" in (tmp_path / "o.cu").read_text()
+
+
+def test_the_examples_of_per_cta_counts():
+    data = verify_json(ROOT / "examples/leader_empty_counts.pipe")
+    assert data["verdict"] == "verified"
+    bug = verify_json(ROOT / "examples/bugs/leader_empty_own_count.pipe")
+    assert codes(bug) == {"arrive-fault", "overwrite", "stale-read"}
+
+
+def test_a_per_cta_count_out_of_range_names_the_cta_and_its_location(tmp_path):
+    path = write_spec(tmp_path, CTA_COUNT.format(count="cta - 1"), "bad.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:4:20: error: mbarrier b is initialised with count -1 in CTA 0" in err
+    assert "[rule]" in err and "Traceback" not in err
+    path = write_spec(tmp_path, CTA_COUNT.format(count="lane + 1"), "lane.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:4:20:" in err and "'lane'" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- TMA loads landing in a peer CTA (2-SM load)
+PEER_LOAD = """
+kernel k {{
+  cluster 2
+  smem A bytes 4096
+  mbarrier full count 1
+  role r thread {{
+    if cta == 0 {{
+      tma_load A tile 7 bytes 4096 barrier full on cta 1
+    }} else {{
+      {peer}
+    }}
+  }}
+}}
+"""
+PEER_WAITS = "arrive full expect_tx {n}\n      wait full parity 0\n      read A tile 7"
+
+
+def test_a_load_on_a_peer_cta_lands_in_its_buffer_and_completes_its_barrier(tmp_path):
+    data = verify_json(write_spec(tmp_path, PEER_LOAD.format(peer=PEER_WAITS.format(n=4096))))
+    assert data["verdict"] == "verified", data["findings"]
+    # the issuing CTA's own barrier and buffer are not touched: a read there is stale
+    text = PEER_LOAD.format(peer=PEER_WAITS.format(n=4096)).replace(
+        "barrier full on cta 1\n", "barrier full on cta 1\n      read A tile 7\n")
+    assert codes(verify_json(write_spec(tmp_path, text, "own.pipe"))) == {"stale-read"}
+
+
+def test_a_peer_load_expecting_half_its_bytes_hangs(tmp_path):
+    data = verify_json(write_spec(tmp_path, PEER_LOAD.format(peer=PEER_WAITS.format(n=2048))))
+    assert codes(data) == {"hang", "expect-tx-mismatch"}
+    assert any("cta1.full" in f["message"] for f in data["findings"])
+
+
+def test_a_peer_that_exits_under_the_load_is_exit_inflight(tmp_path):
+    data = verify_json(write_spec(tmp_path, PEER_LOAD.format(peer="arrive full expect_tx 4096")))
+    assert "exit-inflight" in codes(data)
+
+
+def test_the_examples_of_the_two_sm_load():
+    assert verify_json(ROOT / "examples/two_sm_load.pipe")["verdict"] == "verified"
+    bug = ROOT / "examples/bugs/two_sm_load_half_bytes.pipe"
+    assert codes(verify_json(bug)) == {"hang", "expect-tx-mismatch"}
+
+
+def test_the_peer_load_from_bmc(tmp_path):
+    assert verify_json(write_spec(tmp_path, PEER_LOAD.format(peer=PEER_WAITS.format(n=4096))),
+                       "--engine", "bmc")["verdict"] == "verified"
+    data = verify_json(write_spec(tmp_path, PEER_LOAD.format(peer=PEER_WAITS.format(n=2048)), "half.pipe"),
+                       "--engine", "bmc")
+    assert codes(data) == {"hang", "expect-tx-mismatch"}
+
+
+def test_a_peer_load_with_a_multicast_mask_is_a_rule_error_with_a_location(tmp_path):
+    text = PEER_LOAD.format(peer="").replace("barrier full on cta 1", "barrier full multicast 0b11 on cta 1")
+    path = write_spec(tmp_path, text, "bad.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:8:" in err and "multicast" in err and "[rule]" in err and "Traceback" not in err
+    path = write_spec(tmp_path, PEER_LOAD.format(peer="").replace("on cta 1", "on cta"), "syntax.pipe")
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:" in err and "[syntax]" in err and "Traceback" not in err
+
+
+def test_replay_refuses_the_two_sm_load_by_name(tmp_path):
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/two_sm_load.pipe"))
+    assert code == 2 and "'tma_load ... on cta'" in err and "[replay]" in err and ":37:9:" in err

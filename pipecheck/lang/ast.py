@@ -190,6 +190,7 @@ class TmaLoad:
     tensormap: str | None
     barrier: Ref | None
     multicast: Expr | None
+    cta: Expr | None  # `on cta r`: lands in CTA r's buffer and completes on CTA r's barrier (2-SM load)
     span: Span = _span()
 
 

@@ -6,6 +6,7 @@ SpecError whose diagnostics teach the rule that was broken (exit code 2).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -216,6 +217,7 @@ class _Checker:
         kchooses: list[KChooseDecl] = []
         tensormaps: list[TensorMapDecl] = []
         declared_params: set[str] = set()
+        counted: list[tuple[int, A.MBarrier, dict[str, int]]] = []  # each count, with the names defined above it
         for item in k.items:
             try:
                 if isinstance(item, A.Arch):
@@ -236,7 +238,8 @@ class _Checker:
                     buffers.append(self.smem(item, buffers, barriers))
                 elif isinstance(item, A.MBarrier):
                     self.declare(item.name, "mbarrier", item.span)
-                    barriers.append(self.mbarrier(item))
+                    barriers.append(self.mbarrier(item, self.env, (1,), in_range=False))
+                    counted.append((len(barriers) - 1, item, dict(self.env)))
                 elif isinstance(item, A.Cluster):
                     cluster = self.cluster(item)
                 elif isinstance(item, A.Role):
@@ -250,6 +253,11 @@ class _Checker:
                     tensormaps.append(self.tensormap(item))
                 elif isinstance(item, A.Proc):
                     pass  # collected by the loader
+            except SpecError as exc:
+                self.fail(exc)
+        for i, item, env in counted:  # the cluster is known now: a count may depend on the CTA
+            try:
+                barriers[i] = self.mbarrier(item, env, cluster)
             except SpecError as exc:
                 self.fail(exc)
         for name in sorted(set(self.overrides) - declared_params):
@@ -335,12 +343,24 @@ class _Checker:
             over = (s.over.name, idx)
         return BufferDecl(s.name, self.dims(s.dims, s.name), nbytes, over, s.span, s.space)
 
-    def mbarrier(self, m: A.MBarrier) -> BarrierDecl:
-        count = eval_const(m.count, self.env, f"the arrival count of {m.name}")
-        if not 1 <= count <= MAX_ARRIVAL_COUNT:
-            raise error("rule", f"mbarrier {m.name} is initialised with count {count}; an mbarrier's arrival count must be "
-                        f"in 1..{MAX_ARRIVAL_COUNT} (PTX ISA 9.7.13.15.2)", m.count.span)
-        return BarrierDecl(m.name, self.dims(m.dims, m.name), count, m.noinit, m.span)
+    def mbarrier(self, m: A.MBarrier, env: Mapping[str, int], cluster: tuple[int, ...],
+                 in_range: bool = True) -> BarrierDecl:
+        """The declaration, its count evaluated in each CTA of the cluster: the count may use `cta`, `cta_x`
+        and `cta_y` (the leader CTA's empty barrier counting both CTAs' consumers). Before the cluster
+        is known (`in_range` off) only whether it evaluates is checked."""
+        cx = cluster[0]
+        cy = cluster[1] if len(cluster) > 1 else 1
+        counts: list[int] = []
+        for rank in range(math.prod(cluster)):
+            where = {**env, "cta": rank, "cta_x": rank % cx, "cta_y": (rank // cx) % cy}
+            count = eval_const(m.count, where, f"the arrival count of {m.name}")
+            if in_range and not 1 <= count <= MAX_ARRIVAL_COUNT:
+                in_cta = f" in CTA {rank}" if math.prod(cluster) > 1 else ""
+                raise error("rule", f"mbarrier {m.name} is initialised with count {count}{in_cta}; an mbarrier's arrival "
+                            f"count must be in 1..{MAX_ARRIVAL_COUNT} (PTX ISA 9.7.13.15.2)", m.count.span)
+            counts.append(count)
+        per_cta = tuple(counts) if len(set(counts)) > 1 else ()
+        return BarrierDecl(m.name, self.dims(m.dims, m.name), counts[0], m.noinit, m.span, per_cta=per_cta)
 
     def cluster(self, c: A.Cluster) -> tuple[int, ...]:
         dims = tuple(eval_const(d, self.env, "the cluster shape") for d in c.dims)
@@ -652,10 +672,13 @@ class _BodyContext:
                 raise error("name", f"tensor map '{s.tensormap}' is not declared"
                             f"{did_you_mean(s.tensormap, self.tensormaps)}", s.span)
             self.const_range(s.bytes, 1, MAX_TX, "tma_load byte count", "tx-count range, PTX ISA 9.7.13.15.2")
+            if s.cta is not None and s.multicast is not None:
+                raise error("rule", "a tma_load lands either in the CTAs of a multicast mask or, with `on cta r`, in "
+                            "CTA r alone: give one of them", s.cta.span)
             bar = self.ref(s.barrier, scope, subst, "mbarrier")
             self.tx_sources.add(bar.name)
             return A.TmaLoad(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), ex(s.bytes), s.tensormap,
-                             bar, ex(s.multicast), s.span)
+                             bar, ex(s.multicast), ex(s.cta), s.span)
         if isinstance(s, A.TmaStore):
             if s.barrier is not None:
                 raise error("rule", "a tma_store completes through bulk groups, not an mbarrier: drop `barrier` and use "

@@ -226,8 +226,9 @@ class _Resolver:
             if nbytes is None:
                 tm = next(t for t in self.k.tensormaps if t.name == s.tensormap)
                 nbytes = RConst(tensormap_box_bytes(tm))
-            return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre), nbytes,
-                                     self.ref(s.barrier, scope, pre), ex(s.multicast)), site())
+            # `on cta r`: the buffer and the barrier are CTA r's (a 2-SM load lands in the peer)
+            return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre, s.cta), self.expr(s.tile, scope, pre), nbytes,
+                                     self.ref(s.barrier, scope, pre, s.cta), ex(s.multicast)), site())
         if isinstance(s, A.TmaStore):
             return ("op", TMA_STORE, (self.ref(s.buffer, scope, pre), ex(s.tile)), site())
         if isinstance(s, A.Read):

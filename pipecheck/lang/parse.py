@@ -256,8 +256,8 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def tma_load_stmt(self, meta, c):
-        o = self._opts(meta, c[2:], ("bytes", "map", "barrier", "multicast"))
-        return A.TmaLoad(c[0], c[1], o["bytes"], o["map"], o["barrier"], o["multicast"], self.s(meta))
+        o = self._opts(meta, c[2:], ("bytes", "map", "barrier", "multicast", "cta"))
+        return A.TmaLoad(c[0], c[1], o["bytes"], o["map"], o["barrier"], o["multicast"], o["cta"], self.s(meta))
 
     @v_args(meta=True)
     def tma_store_stmt(self, meta, c):

@@ -37,6 +37,7 @@ class BarrierDecl:
     span: Span
     labels: tuple[str, ...] = ()  # a name per element
     counts: tuple[int, ...] = ()  # an init count per element, where the code sets them (PTX); 0: several or none
+    per_cta: tuple[int, ...] = ()  # the init count in each CTA of the cluster, where it depends on the CTA
 
     @property
     def size(self) -> int:
@@ -44,6 +45,10 @@ class BarrierDecl:
         for d in self.dims:
             n *= d
         return n
+
+    def count_in(self, cta: int) -> int:
+        """The init count of this array's elements in CTA `cta` (`count` is CTA 0's)."""
+        return self.per_cta[cta] if self.per_cta else self.count
 
 
 class KernelShape(Protocol):

@@ -250,7 +250,7 @@ class Model:
                 ops.append(("tx", ins.a(env, cta)))
             elif op is TMA_LOAD:
                 buf, bar = ins.a(env, cta), ins.d(env, cta)
-                targets = [cta]
+                targets = [bar // lay.nbar]  # the issuer's CTA, or with `on cta r` CTA r's
                 if ins.e is not None:
                     targets = lay.ctas(ins.e(env))
                 ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
@@ -333,10 +333,10 @@ class Model:
             start = starts[0] if len(starts) == 1 else (0, tuple(env))
             locs.append(((start, cl.size),))
         bars = []
-        for _ in range(self.layout.ncta):
+        for cta in range(self.layout.ncta):
             for b in self.kernel.barriers:
                 for _ in range(b.size):
-                    bars.append(None if b.noinit else S.init(b.count))
+                    bars.append(None if b.noinit else S.init(b.count_in(cta)))
         bufs = (EMPTY,) * (self.layout.nbuf * self.layout.ncta)
         mmas = ((0, (), ()),) * self.nunits
         return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (), (), (), (), (False,) * self.layout.ncta, None)
@@ -532,7 +532,7 @@ class Model:
             self._barrier_op(s, c, gi, pc, env, m, ins, out)
         elif op is TMA_LOAD:
             buf, tag, nbytes, bar = ins.a(env, cta), ins.b(env), ins.c(env), ins.d(env, cta)
-            targets = [cta]
+            targets = [bar // self.layout.nbar]  # the issuer's CTA, or with `on cta r` CTA r's (2-SM load)
             if ins.e is not None:
                 mask = ins.e(env)
                 targets = self.layout.ctas(mask)

@@ -368,8 +368,9 @@ class _Emitter:
             self.out(f"pc_arrive_drop({self.bar_addr(ref)}, (unsigned)({self.expr(count)}));")
         elif op == TMA_LOAD:
             buf, tile, nbytes, bar, mcast = args
-            if bar.cta is not None:
-                raise refuse("a tma_load completing on another CTA's barrier", "not emitted", self.span(site))
+            if bar.cta is not None or buf.cta is not None:
+                raise refuse("'tma_load ... on cta' (a TMA load landing in a peer CTA's shared memory and barrier, "
+                             "the 2-SM load)", "the generated copies land in the issuing CTA only", self.span(site))
             self.out(f"pc_tma_load({self.buf_addr(buf)}, {self.buf_id(buf.name)}, gsrc, {self.expr(tile)}, (unsigned)({self.expr(nbytes)}), "
                      f"{self.bar_addr(bar)}, {self.expr(mcast) if mcast is not None else '-1'});")
         elif op == READ:
@@ -653,7 +654,10 @@ def _program(k: CheckedKernel, em: _Emitter, fns: list[str], kchoices: dict[str,
         if b.noinit:
             continue
         n = _count(b.dims)
-        lines.append(f"  if (tid == 0) for (int i = 0; i < {n}; ++i) pc_init(smem_base + {em.lay.bar_base[b.name]}u + 8u * i, {b.count}u);")
+        count = f"{b.count}u"
+        for rank in range(len(b.per_cta) - 1, 0, -1):  # a count that depends on the CTA: chosen by cluster rank
+            count = f"(rank == {rank}u ? {b.per_cta[rank]}u : {count})"
+        lines.append(f"  if (tid == 0) for (int i = 0; i < {n}; ++i) pc_init(smem_base + {em.lay.bar_base[b.name]}u + 8u * i, {count});")
     lines += ["  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");",
               "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");",
               "  __syncthreads();"]

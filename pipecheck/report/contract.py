@@ -256,7 +256,7 @@ def protocol_contract(kernel: CheckedKernel, classes: list[ThreadClass]) -> list
                     idx.append(rem % d)
                     rem //= d
                 name = b.labels[off] if getattr(b, "labels", ()) else b.name + "".join(f"[{i}]" for i in reversed(idx))
-                count = b.counts[off] if getattr(b, "counts", ()) else b.count
+                count = b.counts[off] if getattr(b, "counts", ()) else b.count_in(cta)
                 names.append((f"cta{cta}.{name}" if kernel.cluster_size > 1 else name, b.name, count, b.noinit))
     for gid, (name, array, count, noinit) in enumerate(names):
         contracts.append(BarrierContract(gid, name, array, count, noinit, [], False))

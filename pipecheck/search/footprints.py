@@ -72,8 +72,8 @@ class Footprints:
         tx-count otherwise; 0 when unknown. Then a phase that still owes an arrival cannot complete
         before that many bytes more land in it (it completes at tx 0; PTX 9.7.13.15).
 
-        Kept only for barriers that multicast loads complete on, where a phase's bytes come from
-        several CTAs' copies: there the reduction must not let a consumer pass on its own CTA's bytes
+        Kept only for barriers that multicast loads or loads into a peer (`on cta r`) complete on,
+        where a phase's bytes come from several CTAs' copies: there the reduction must not let a consumer pass on its own CTA's bytes
         alone. Elsewhere any landing may complete the phase as far as the reduction knows, which
         measured better (the precise need changes which persistent sets are found first: #3722 381
         -> 1,077 states, pingpong 3,376 -> 8,402)."""
@@ -84,8 +84,8 @@ class Footprints:
         multicast: set[str] = set()
         for cl in m.classes:
             for ins in cl.program.instrs:
-                if ins.op is TMA_LOAD and ins.args[4] is not None:
-                    multicast.add(ins.args[3].name)
+                if ins.op is TMA_LOAD and (ins.args[4] is not None or ins.args[3].cta is not None):
+                    multicast.add(ins.args[3].name)  # a peer's copies complete on it too (multicast, `on cta`)
                 elif ins.op in (ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, MMA_COMMIT, CP_ASYNC_ARRIVE):
                     unknown.add(ins.args[0].name)
                 elif ins.op is ARRIVE:

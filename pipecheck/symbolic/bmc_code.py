@@ -66,7 +66,7 @@ def _operands(model: Model, c: int, n: Node) -> tuple:
         a.update(gid=ins.a(env, cta), n=ins.b(env))
     elif op is TMA_LOAD:
         buf, tag, nbytes, bar = ins.a(env, cta), ins.b(env), ins.c(env), ins.d(env, cta)
-        targets = [cta]
+        targets = [bar // lay.nbar]  # the issuer's CTA, or with `on cta r` CTA r's
         if ins.e is not None:
             mask = ins.e(env)
             targets = lay.ctas(mask)

@@ -482,7 +482,7 @@ def _record(cl, kernel, op, a, site, env, ev, comp, dims, events) -> None:
     m = cl.size
     if op == TMA_LOAD:
         ref, nbytes, mc = a[3], ev(a[2]), a[4]
-        targets = [cl.cta]
+        targets = [cl.cta if ref.cta is None else ev(ref.cta)]
         if mc is not None:
             mask = ev(mc)
             targets = [k for k in range(kernel.cluster_size) if mask >> k & 1]

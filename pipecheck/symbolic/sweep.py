@@ -112,7 +112,7 @@ def plan(path: str, overrides: Sequence[tuple[str, int]], sweep: bool, ranges: S
 
 def exploration_key(kernel: CheckedKernel, classes: Sequence[ThreadClass]) -> tuple:
     """Everything a Model reads: two points with equal keys explore the same graph (proved, not assumed)."""
-    return (kernel.arch, kernel.cluster, tuple((b.name, b.dims, b.count, b.noinit) for b in kernel.barriers),
+    return (kernel.arch, kernel.cluster, tuple((b.name, b.dims, b.count, b.per_cta, b.noinit) for b in kernel.barriers),
             tuple((b.name, b.dims) for b in kernel.buffers), tuple((r.instances, r.threads) for r in kernel.roles),
             tuple(cl.shape_key() for cl in classes))
 
