@@ -201,3 +201,15 @@ def test_a_missing_close_brace_is_reported_at_the_brace_it_leaves_open(spec, whi
     located = re.findall(r"^\S+:(\d+):(\d+): (?:error|note): ", err, re.M)
     assert (str(opener[0]), str(opener[1])) in located, (which, opener, err)
     assert "'{'" in err, err
+
+
+def test_a_form_feed_in_a_comment_is_no_line_break(tmp_path):
+    """Locations count lines at "\\n" only, as the parser does: a form feed or a \\x1c in a comment (a byte
+    mutation of the fuzzer) does not move the unclosed-brace finder's line (it used str.splitlines)."""
+    p = tmp_path / "ff.pipe"
+    p.write_text("kernel k {\n  # a form feed \x0c and a \x1c here\n  role p warp {\n    for i in 0 .. 2 {\n"
+                 "      syncthreads\n  }\n}\n")
+    code, out, err = cli("check", str(p))
+    assert code == 2
+    assert f"{p}:4:21: error: this '{{' is never closed" in err
+    assert "    for i in 0 .. 2 {" in err  # the source line shown is line 4 as "\n" counts it

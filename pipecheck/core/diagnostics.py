@@ -114,11 +114,17 @@ def called_from(calls: Sequence[tuple[Span, str]]) -> str:
     return f" (in procedure '{proc}', called at {at.file}:{at.line})"
 
 
+def source_lines(text: str) -> list[str]:
+    """A file's lines as locations count them: split at "\n" only (the parsers count no other line break:
+    a form feed or a \x1c inside a line is not one, as `str.splitlines` would have it), a "\r" before it dropped."""
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+
+
 def _source_line(sources: Mapping[str, str], span: Span) -> str | None:
     text = sources.get(span.file)
     if text is None:
         return None
-    lines = text.splitlines()
+    lines = source_lines(text)
     if 1 <= span.line <= len(lines):
         return lines[span.line - 1]
     return None

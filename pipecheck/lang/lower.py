@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from ..core.diagnostics import Span, SpecError, error
+from ..core.diagnostics import Span, SpecError, error, source_lines
 from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP,
                         COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL,
                         JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT,
@@ -69,7 +69,7 @@ class _Resolver:
             return ""
         lines = self.lines.get(span.file)
         if lines is None:
-            lines = self.lines[span.file] = src.splitlines()
+            lines = self.lines[span.file] = source_lines(src)
         if span.line > len(lines):
             return ""
         if span.end_line == span.line and span.end_col > span.col:

@@ -12,7 +12,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..core.grammars import grammar_text
-from ..core.diagnostics import Note, Span, SpecError, error
+from ..core.diagnostics import Note, Span, SpecError, error, source_lines
 from ..core.words import did_you_mean
 from . import ast as A
 
@@ -580,7 +580,7 @@ def _unclosed_brace(text: str, file: str) -> Span | None:
     left open at the end. None when every '{' is closed."""
     stack: list[tuple[int, int, int]] = []  # (line, col, indentation of the opening line)
     suspect: tuple[int, int] | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(source_lines(text), 1):
         indent = len(raw) - len(raw.lstrip(" \t"))
         in_string = False
         for i, ch in enumerate(raw):

@@ -246,6 +246,10 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
         plans.append(cp)
     for prog, cp in zip(progs, plans):
         for ins in prog.instrs:
+            if ins.op == TMA_LOAD and any(getattr(r, "cta", None) is not None for r in (ins.args[0], ins.args[3])):
+                # its landing shifts another CTA's buffer and barrier: the offsets are kept per issuing class
+                raise Refused("a TMA load that lands in another CTA (`tma_load ... on cta`) is not shifted by the "
+                              "abstraction", ins.site)
             for ref, tag in _tags(ins):  # every tag on a buffer whose tags follow a counter: a counter or a literal
                 if ref.name in tbufs and _tag_form(tag, cp.loopvars) == "other":
                     raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`) nor a constant",
