@@ -13,27 +13,14 @@ import argparse
 import json
 import re
 import resource
-import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from pipecheck.pytest_plugin import expectations
+
 ROOT = Path(__file__).resolve().parent.parent
-EXPECT = re.compile(r"^#\s*expect(?:\[(?P<args>[^\]]*)\])?:\s*(?P<what>.+?)\s*$")
-
-
-def header(path: Path) -> list[str]:
-    out = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            if line.strip():
-                break
-            continue
-        out.append(line)
-    return out
-
-
 SLOW = re.compile(r"^#\s*slow:")  # the header says why its default run takes minutes (pytest -m slow runs it)
 
 
@@ -43,10 +30,8 @@ def cases(only: str) -> list[tuple[Path, list[str], str]]:
     for p in specs:
         if only and only not in str(p):
             continue
-        for m in map(EXPECT.match, header(p)):
-            if m:
-                slow = " (slow)" if any(SLOW.match(line) for line in header(p)) else ""
-                out.append((p, shlex.split(m.group("args") or ""), m.group("what") + slow))
+        slow = " (slow)" if any(SLOW.match(line) for line in p.read_text().splitlines()[:60]) else ""
+        out.extend((p, args, what + slow) for args, what in expectations(p))  # the header, as the pytest plugin reads it
     return out
 
 
