@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--over", type=float, default=10.0, help="the bound a row is flagged over (seconds)")
     a = ap.parse_args(argv)
     rows = []
-    print(f"| spec | flags | verdict | states | wall s | CPU s | states/s |")
+    print("| spec | flags | verdict | states | wall s | CPU s | states/s |")
     print("|---|---|---|---:|---:|---:|---:|")
     for path, args, what in cases(a.only):
         r = run_one(path, args, a.timeout)

@@ -205,7 +205,6 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
     if hit is not None:
         return hit
     procs = ix.procs
-    shapes = ix.shapes
     plans = ix.plans
     keys = ix.keys
     enabled = ix.enabled
