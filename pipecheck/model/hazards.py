@@ -16,7 +16,7 @@ from .state import ANY_TILE, CLOBBERED, EMPTY, State
 
 class Hazards:
     def __init__(self, layout: Layout, labels: Sequence[str], unit_labels: Sequence[str], ctas: Sequence[int],
-                 several: Sequence[bool] = ()):
+                 several: Sequence[bool]):
         self.layout = layout
         self.labels = labels  # per thread class
         self.several = several  # per thread class: its label names several threads ("lanes 1-31"), not a role
@@ -60,7 +60,7 @@ class Hazards:
         intended = ins.c(env)
         name = self.layout.bar_names[gid]
         who = self.labels[c]
-        plural = c < len(self.several) and self.several[c]
+        plural = self.several[c]
         verb = ("pass their wait on" if plural else "passes its wait on") if passing else ("wait on" if plural else "waits on")
         parity = ins.b(env) & 1
         means = "a first wait that passes at once" if intended < 0 else f"the completion of phase {intended}"

@@ -92,21 +92,22 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             ptx_path, command = compile_cuda(path, options.nvcc_flags)
         lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
     pz = parse_entry(ptx_path, lo, sources)
-    overrides: dict[str, int] = {}
+    overrides: dict[str, int] = {}  # as the user wrote them (the report), and by byte offset
+    by_offset: dict[int, int] = {}
     for name, v in options.overrides:
         if not name.startswith("param_"):
             raise error("usage", f"-D {name}: a PTX kernel's parameters are named param_<byte offset> (the report "
                         "lists the ones its protocol reads)", None)
         try:
-            int(name[len("param_"):])
+            by_offset[int(name[len("param_"):])] = v
         except ValueError:
             raise error("usage", f"-D {name}: expected param_<byte offset>, e.g. param_12", None) from None
         overrides[name] = v
     captured: list[str] = []
 
     def given(offset: int, nbytes: int) -> int | None:  # -D first, then the captured launch's bytes
-        if f"param_{offset}" in overrides:
-            return overrides[f"param_{offset}"]
+        if offset in by_offset:
+            return by_offset[offset]
         v = launch.value(offset, nbytes) if launch is not None else None
         if v is not None:
             captured.append(f"param_{offset}")
@@ -116,8 +117,7 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
     # what was set is not a default: program_at states every parameter whose value differs from its default
     defaults = {c.offset: (c.value, c.nbytes) for c in choices if c.searched}
     values = {c.offset: (c.value, c.nbytes) for c in choices}
-    for name, v in overrides.items():  # one the kernel does not read keeps the width it would have
-        off = int(name[len("param_"):])
+    for off, v in by_offset.items():  # one the kernel does not read keeps the width it would have
         values[off] = (v, values.get(off, (0, 4))[1])
     loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides
              and f"param_{c.offset}" not in captured]

@@ -354,7 +354,7 @@ class Footprints:
         bundles = self._bundles(s, enabled) if model.partners else {}
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
             enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
-        coll_sizes: list = []
+        coll_keys: set = set()  # the named barriers and collectives the futures arrive at
         initialisers = self.initialisers
         for c, groups in enumerate(s.locs):
             code = model.code[c]
@@ -374,7 +374,7 @@ class Footprints:
                     max_seq[u] = max(max_seq.get(u, -1), seq)
                     join_info[(u, seq)] = (bufs, out)
                 if f.colls:
-                    coll_sizes.extend(f.colls)
+                    coll_keys.update(f.colls)
                 ops, plan = self._ops(s, f, colls)
                 procs.append(Process(key, key in enabled, ops, f.exhaustive, f.provides, bundles.get(key, ()),
                                      f.shape, plan))
@@ -428,7 +428,7 @@ class Footprints:
             procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
-        for key, n in coll_sizes:
+        for key in coll_keys:
             # the threads already in: each arrival completes a generation at its own count, so the budget is
             # the smallest count among the arrivals a closure step weighs, less these (por._loudness)
             budgets[(("coll", key), "arrived")] = colls.get(key, 0)
@@ -536,7 +536,7 @@ class _Future:
         if not self.dyn:
             self.set_shape(self.tmpl)
             self.plan = plan_of(self.tmpl, self.shape)
-        self.colls = tuple((d[1], d[3]) for d in descs if d[0] == "coll")
+        self.colls = tuple(d[1] for d in descs if d[0] == "coll")
         self.joins = tuple((d[1], d[2], d[3], d[5]) for d in descs if d[0] == "join")
 
     def set_shape(self, ops: list[Op]) -> Shape:
