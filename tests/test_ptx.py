@@ -23,8 +23,13 @@ def _cutlass_include() -> Path | None:
     return inc if inc.is_dir() else None
 
 
-def test_pingpong_report_names_the_elect_and_the_lanes():
-    code, out, err = cli("verify", str(PTX / "cutlass_sm90_pingpong.ptx"), *SMALL)
+@pytest.fixture(scope="module")
+def pingpong_small():
+    return cli("verify", str(PTX / "cutlass_sm90_pingpong.ptx"), *SMALL)
+
+
+def test_pingpong_report_names_the_elect_and_the_lanes(pingpong_small):
+    code, out, err = pingpong_small
     assert code == 1, err
     assert "[hang]" in out
     assert "only when elect.sync (cluster_sm90.hpp:194 in device_kernel.h:123) elects a lane in 1..31" in out
@@ -35,6 +40,25 @@ def test_pingpong_report_names_the_elect_and_the_lanes():
     assert "  param_12 = 64: set with -D; read at " in out
     assert "sm90_gemm_tma_warpspecialized_pingpong.hpp:525: `auto problem_shape_MNKL" in out
     assert "  param_640 = 32768: an expect_tx byte count (32768)" in out
+
+
+@pytest.mark.skipif(_cutlass_include() is None, reason="the CUTLASS sources name the barriers")
+def test_barriers_are_named_by_the_source_that_initialises_them(pingpong_small):
+    """Each barrier by the array element and the object the kernel constructs (from the inlined-at chain of
+    its init), its address beside it in the table; the set-up before the protocol is one row."""
+    code, out, err = pingpong_small
+    head = next(line for line in out.splitlines() if "[hang]" in line)
+    assert "wg1 waits on mainloop_pipeline.full_barriers[0] parity 0 forever" in head
+    assert "wg0 waits on mainloop_pipeline.empty_barriers[0] parity 0 forever" in head
+    assert "  mainloop_pipeline.full_barriers[0] (mbar@0): phase 0" in out
+    assert "  mainloop_pipeline.empty_barriers[0] (mbar@48): phase 0" in out
+    # the full barriers of stages 1-5 were initialised and never used: not in the table at the failure
+    assert "full_barriers[1] (mbar@8)" not in out
+    setup = [line for line in out.splitlines() if "set-up: 26 barriers initialised" in line]
+    assert len(setup) == 1 and setup[0].split("|")[0].strip().startswith("1-")
+    assert "count 1: mainloop.full[0..5]" in out  # the compact form of the narrow timeline
+    table = out[out.index("counterexample:"):out.index("barriers at the failure:")]
+    assert max(len(line) for line in table.splitlines()) <= 120
 
 
 def test_report_states_parameters_and_their_defaults():

@@ -26,10 +26,9 @@ from .flatten import Body, flatten
 from .lower import ClassCode, Emitter, Identity, Plan, SmemRef, evaluate_for, partition, plan
 from .parse import parse_ptx
 from .slice import Slice, protocol_slice
-from .sources import SourceMap
+from .sources import BARRIER_BYTES, SourceMap
 
 MAX_WALK = 400_000  # instructions one class's discovery walk may run (docs/errors.md)
-BARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,7 @@ class PtxKernel:
     span: Span
     kchooses: tuple = ()
     roles: tuple[PtxRole, ...] = ()  # the block's warpgroups
+    bar_offsets: tuple[int, ...] = ()  # each barrier's byte offset in shared memory (the hardware's `mbar@N`)
 
     @property
     def cluster_size(self) -> int:
@@ -548,8 +548,7 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
     if any((b - lo) % BARRIER_BYTES for b in bars):
         raise error("rule", "PTX: barrier addresses are not 8-byte aligned relative to each other", Span(prog.path, 1, 1))
     nbar = (hi - lo) // BARRIER_BYTES + 1
-    labels = tuple(prog.sources.barrier_label(lo + BARRIER_BYTES * k, inits.get(lo + BARRIER_BYTES * k), prog.body)
-                   for k in range(nbar))
+    labels = prog.sources.barrier_labels(lo, nbar, inits, prog.body)
     # buffers: each TMA load's destination with its bytes; each TMA store's source up to the next region
     loads: dict[int, tuple[int, int]] = {}
     for (kind, site), vals in seen.items():
@@ -681,7 +680,8 @@ def kernel_of(prog: PtxProgram) -> PtxKernel:
     T = prog.threads
     roles = tuple(PtxRole(f"wg{w}", min(128, T - 128 * w)) for w in range((T + 127) // 128))
     return PtxKernel(prog.sources.kernel_name(prog.entry.name), prog.path, arch, tuple(prog.launch.cluster), buffers,
-                     barriers, tuple(prog.params), prog.launch.block, span, roles=roles)
+                     barriers, tuple(prog.params), prog.launch.block, span, roles=roles,
+                     bar_offsets=tuple(reg.bar_lo + BARRIER_BYTES * k for k in range(reg.nbar)))
 
 
 def classes_for(prog: PtxProgram, config: Config, lockstep: bool = False) -> list[ThreadClass]:

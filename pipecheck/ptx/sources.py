@@ -45,6 +45,14 @@ def _candidates(path: str, ptx_dir: Path) -> list[Path]:
     return out
 
 
+# `full_barriers[i].init(` / `barrier_ptr_[d * Length + l].init(`: the array a barrier init walks
+_INIT_ELEMENT = re.compile(r"([A-Za-z_]\w*)\s*\[[^\]]*\]\s*(?:\.|->)\s*init\s*\(")
+# `MainloopPipeline mainloop_pipeline(shared_storage.pipelines.mainloop, ...)`: the object a kernel constructs
+_DECLARATION = re.compile(r"(?:[A-Za-z_][\w:<>, ]*?\s+)([A-Za-z_]\w*)\s*[({](?!\s*\))")
+_GENERIC_ARRAY = re.compile(r"^_?barrier(?:s|_ptr)?_?$")
+BARRIER_BYTES = 8
+
+
 def short_function(mangled: str) -> str:
     """`cutlass::canonical_warp_idx_sync` from `_ZN7cutlass23canonical_warp_idx_syncEv` (nested names only)."""
     m = re.match(r"_ZN?K?((?:\d+[A-Za-z_][A-Za-z0-9_]*)+)", mangled)
@@ -146,14 +154,75 @@ class SourceMap:
         lines = text.splitlines()
         return lines[span.line - 1].strip() if 1 <= span.line <= len(lines) else ""
 
-    def barrier_label(self, offset: int, init_site: int | None, body) -> str:
-        label = f"mbar@{offset}"
-        if init_site is not None and init_site >= 0:
-            src = self.line_text(self.span(body.ops[init_site].loc) if body.ops[init_site].loc else None)
-            m = re.search(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:->|\.)?)\s*(?:\.|->)?\s*init\(", src) if src else None
+    def barrier_labels(self, lo: int, nbar: int, inits: dict[int, int], body) -> tuple[str, ...]:
+        """Each barrier (8 bytes apart from `lo`) by the source expression that initialises it, walking the
+        inlined-at chain outward: `mainloop_pipeline.full_barriers[2]` (the array whose `.init(` the chain
+        passes and the object the kernel constructs around it); `mbar@OFFSET` where the source says nothing.
+
+        nvcc writes a full chain only where the source line changes: in an unrolled loop that initialises
+        `full_barriers[i]` and `empty_barriers[i]` in turn, every init after the first two carries the
+        chain of the last one. So the inits of one object are taken in program order: an init whose chain
+        names another array than the init before it starts that array at its address; any other init
+        extends the array whose run (8 bytes apart) it continues."""
+        groups: dict[tuple, list[tuple[int, int, str]]] = {}
+        for off, site in inits.items():
+            if lo <= off < lo + BARRIER_BYTES * nbar and site is not None and site >= 0 \
+                    and body.ops[site].loc is not None:
+                got = self._init_expression(body.ops[site].loc)
+                if got is not None:
+                    obj, array, frames = got
+                    groups.setdefault((obj, frames), []).append((site, off, array))
+        named: dict[int, str] = {}
+        for (obj, _), members in groups.items():
+            runs: list[tuple[str, list[int]]] = []
+            prev = None
+            for _, off, array in sorted(members):
+                run = None
+                if array == prev:  # a chain nvcc did not write afresh: the run this address continues
+                    run = next((r for r in runs if r[1][-1] + BARRIER_BYTES == off), None)
+                if run is None:
+                    run = next((r for r in runs if r[0] == array), None) if array != prev else None
+                    if run is None or (array != prev and run[1][-1] + BARRIER_BYTES != off):
+                        run = (array, [])
+                        runs.append(run)
+                run[1].append(off)
+                prev = array
+            arrays = [r[0] for r in runs]
+            for array, offs in runs:
+                name = ".".join(p for p in (obj, array) if p)
+                if arrays.count(array) > 1 or not name:
+                    continue  # two runs of one name: the addresses say which is which, the names do not
+                for k, off in enumerate(sorted(offs)):
+                    named[off] = f"{name}[{k}]" if len(offs) > 1 or array else name
+        labels = [named.get(lo + BARRIER_BYTES * k, f"mbar@{lo + BARRIER_BYTES * k}") for k in range(nbar)]
+        seen: dict[str, int] = {}
+        for name in labels:
+            seen[name] = seen.get(name, 0) + 1
+        return tuple(name if seen[name] == 1 else f"mbar@{lo + BARRIER_BYTES * k}" for k, name in enumerate(labels))
+
+    def _init_expression(self, loc: X.Loc) -> tuple[str, str, tuple] | None:
+        """(object, array, the chain's frames) of a barrier init: `full_barriers[i].init(...)` gives the
+        array; the outermost declaration `Type name(...)` on the way to the kernel gives the object."""
+        frames = self.chain(loc)
+        spans = [self.span(f) for f in frames]
+        texts = [self.line_text(sp) for sp in spans]
+        array, at = "", -1
+        for k, t in enumerate(texts):
+            m = _INIT_ELEMENT.search(t)
+            if m and not m.group(1).startswith("this"):
+                array, at = m.group(1), k
+                break
+        if at < 0:
+            return None
+        obj = ""
+        for t in texts[at + 1:]:
+            m = _DECLARATION.match(t)
             if m:
-                label += f" ({m.group(1).rstrip('.').rstrip('->')})"
-        return label
+                obj = m.group(1)
+        if _GENERIC_ARRAY.match(array) and obj:
+            array = ""
+        key = tuple((sp.file, sp.line) if sp is not None else None for sp in spans[at + 1:])
+        return obj, array, key
 
     def buffer_label(self, lo: int, hi: int, what: str, site: int, body) -> str:
         return f"smem[{lo}..{hi})"

@@ -267,10 +267,11 @@ def ptx_model_verdict(kernel: str, elect_lane: int | None, max_states: int = 500
     may = any(_may_complete(Reduced(r.system if r.system is not None else r.model, Footprints(r.model)), max_states)
               for r in result.runs) if result.runs else True
     blocked = []
+    names = {n: off for n, off in zip(result.kernel.barriers[0].labels, getattr(result.kernel, "bar_offsets", ()))}
+    wait = re.compile(r"(%s) parity (\d)" % "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
     for issue in result.all_issues:
-        if issue.code == "hang":
-            blocked += [(int(m.group(1)), int(m.group(2)))
-                        for m in re.finditer(r"mbar@(\d+)[^;]*? parity (\d)", issue.finding.message)]
+        if issue.code == "hang" and names:
+            blocked += [(names[m.group(1)], int(m.group(2))) for m in wait.finditer(issue.finding.message)]
     return ModelVerdict(codes, may), sorted(set(blocked))
 
 

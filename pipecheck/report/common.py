@@ -7,7 +7,8 @@ from ..core.diagnostics import Note, Span, call_site, called_from
 from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
-from .trace import Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
+from ..model.ir import FENCE_INIT, INIT
+from .trace import ASYNC, Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
 from .waitfor import explain_hang
 
 
@@ -54,6 +55,11 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
     fold = getattr(result, "ptx", None) is not None
     steps = trace.steps
     k = 0
+    if fold:
+        setup = setup_row(model, trace, sites)
+        if setup is not None:
+            rows.append(setup[0])
+            k = setup[1]
     while k < len(steps):
         st = steps[k]
         if fold:  # warps meeting at syncwarp / elect.sync and fencing their inits: one row per run
@@ -104,6 +110,66 @@ def timeline_rows(result: Result, v: IssueView) -> list[Row]:
             line = sites[site].span.line if 0 <= site < len(sites) else 0
             rows.append(Row("end", line, column, f"{who + ': ' if who else ''}{what}", (), True))
     return rows
+
+
+_SETUP = (INIT, FENCE_INIT)
+SPAN = ""  # the column of a row that spans every role's column (the kernel's set-up)
+
+
+def setup_row(model, trace: Trace, sites) -> tuple[Row, int] | None:
+    """A compiled kernel's set-up as one row: the steps before the protocol starts (barrier inits, their
+    fence, warps meeting at syncwarp / elect.sync / a CTA barrier), up to the last CTA-wide meeting among
+    them, with the barriers it initialised and the lanes elect.sync chose. None when that is under 6 steps
+    or a finding is raised in it. Returns the row and the number of steps it covers."""
+    steps = trace.steps
+    end = 0
+    for k, st in enumerate(steps):
+        if st.findings or st.column == ASYNC or not (st.kind in _SETUP or st.kind.startswith("coll")):
+            break
+        if any(e == "everyone arrived: released" for e in st.effects):
+            end = k + 1
+    if end < 6:
+        return None
+    inits = [st for st in steps[:end] if st.kind == INIT]
+    after = trace.states[end - 1]
+    counts: dict[int, list[str]] = {}
+    for st in sorted(inits, key=lambda x: x.barrier):
+        b = after.bars[st.barrier] if 0 <= st.barrier < len(after.bars) else None
+        if b is not None:
+            counts.setdefault(b.expected, []).append(model.layout.bar_names[st.barrier])
+    parts = []
+    if inits:
+        by_count = "; ".join(f"count {n}: {_names(names)}" for n, names in counts.items())
+        parts.append(f"{len(inits)} barrier{'s' if len(inits) != 1 else ''} initialised ({by_count})")
+    elected = sorted({st.text for st in steps[:end] if st.kind == "coll:elect"})
+    if elected:
+        parts.append(", ".join(elected))
+    others = []
+    for st in steps[:end - 1]:
+        t = st.text.split(" (PTX line")[0]
+        if st.kind not in (INIT, "coll:elect") and t not in others:
+            others.append(t)
+    if others:
+        parts.append("then " + ", ".join(others))
+    last = steps[end - 1]
+    cell = "set-up: " + "; ".join(parts) + f"; {last.text.split(' (PTX line')[0]}: every thread met"
+    line = sites[last.site].span.line if 0 <= last.site < len(sites) else 0
+    return Row(f"{steps[0].index}-{last.index}", line, SPAN, cell, (), False), end
+
+
+def _names(names: list[str]) -> str:
+    """`mainloop_pipeline.full_barriers[0..5]`: an array's consecutive elements as one range."""
+    out: list[list] = []
+    for n in names:
+        base, _, idx = n.rpartition("[")
+        if idx.endswith("]") and idx[:-1].isdigit() and out and out[-1][0] == base and out[-1][2] + 1 == int(idx[:-1]):
+            out[-1][2] += 1
+            continue
+        if idx.endswith("]") and idx[:-1].isdigit():
+            out.append([base, int(idx[:-1]), int(idx[:-1])])
+        else:
+            out.append([n, None, None])
+    return ", ".join(b if lo is None else f"{b}[{lo}]" if lo == hi else f"{b}[{lo}..{hi}]" for b, lo, hi in out)
 
 
 def ptx_parameters(result: Result) -> list[tuple]:

@@ -10,7 +10,7 @@ from html import escape
 
 from ..core.diagnostics import Diagnostic, render
 from ..pipeline.result import Result
-from .common import IssueView, timeline_rows, view
+from .common import SPAN, IssueView, timeline_rows, view
 from .text import BARRIERS, header
 from .trace import ASYNC, Trace
 from ..model.threads import who_threads
@@ -187,7 +187,8 @@ def _table(result: Result, v: IssueView) -> str:
     out.append(f"<th>{escape(BARRIERS)}</th></tr></thead><tbody>")
     for r in rows:
         cls = ' class="failing"' if r.failing else ""
-        cells = "".join(f"<td>{escape(r.cell) if c == r.column else ''}</td>" for c in cols)
+        cells = ("".join(f"<td>{escape(r.cell) if c == r.column else ''}</td>" for c in cols) if r.column != SPAN
+                 else f'<td colspan="{len(cols)}">{escape(r.cell)}</td>')
         out.append(f'<tr{cls}><td class="num">{escape(r.label)}</td><td class="num">{r.line or ""}</td>{cells}'
                    f'<td>{"<br/>".join(escape(b) for b in r.barriers)}</td></tr>')
     out.append("</tbody></table>")

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..core.diagnostics import render
 from ..pipeline.result import Result
-from .common import IssueView, Row, parameter_lines, timeline_rows, view
+from .common import SPAN, IssueView, Row, parameter_lines, timeline_rows, view
 from .text import BARRIERS, counterexample_title, header, issue_head
 
 VERDICT_STYLE = {"verified": "bold green", "findings": "bold red", "inconclusive": "bold yellow"}
@@ -37,7 +37,9 @@ def timeline_table(columns: list[str], rows: list[Row], title: str) -> Table:
         if r.label == "end" and not ended:
             table.add_section()
             ended = True
-        cells = [Text(r.cell) if c == r.column else Text("") for c in columns]
+        # a row across every column (a compiled kernel's set-up) stands in the first, which folds it
+        cells = [Text(r.cell) if c == r.column or (r.column == SPAN and k == 0) else Text("")
+                 for k, c in enumerate(columns)]
         style = "bold red" if r.failing else None
         table.add_row(Text(r.label), Text(str(r.line) if r.line else ""), *cells, Text("\n".join(r.barriers)),
                       style=style)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from ..core.diagnostics import Diagnostic, Note, render
 from ..pipeline.result import Result
 from .trace import ASYNC
-from .common import IssueView, Row, finding_notes, parameter_lines, timeline_rows, view
+from .common import SPAN, IssueView, Row, finding_notes, parameter_lines, timeline_rows, view
 
 COLUMN_WIDTH = 30
 BARRIER_WIDTH = 24
@@ -70,6 +70,8 @@ _SHORT = [  # the compact cell wording, when the columns must narrow to fit TEXT
     (re.compile(r"elect\(\) \(l(\d+) is elected\)"), r"elect()=l\1"), (re.compile(r" expect_tx "), " +tx "),
     (re.compile(r"completes phase "), "ph "), (re.compile(r"everyone arrived: released"), "all met"),
     (re.compile(r"^TMA: "), ""), (re.compile(r" lands "), " in "),
+    # a compiled kernel's barrier names: `mainloop_pipeline.full_barriers[0]` -> `mainloop.full[0]`
+    (re.compile(r"\b(\w+)_pipeline\."), r"\1."), (re.compile(r"\b(\w+?)_barriers?(\[[\d.]+\])"), r"\1\2"),
 ]
 
 
@@ -93,7 +95,7 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
                 bar_width: int = BARRIER_WIDTH, short: bool = False) -> list[str]:
     """One column per role instance (and one for async completions), the spec line, and the barriers."""
     if short:
-        rows = [replace(r, cell=compact(r.cell)) for r in rows]
+        rows = [replace(r, cell=compact(r.cell), barriers=tuple(compact(b) for b in r.barriers)) for r in rows]
     names = [("async" if short and c == ASYNC else c)[:width].ljust(width) for c in columns]
     lw = max([5] + [len(r.label) for r in rows])  # the step column: as wide as its widest range ("126-143")
     head = f"{'step':>{lw}} | line | {' | '.join(names)} | {'barriers after' if short else BARRIERS}"
@@ -104,6 +106,12 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
         if r.label == "end" and not ended:
             lines.append(rule)
             ended = True
+        if r.column == SPAN:  # across every role's column (a compiled kernel's set-up)
+            span = len(columns) * (width + 3) - 3
+            for k, part in enumerate(textwrap.wrap(r.cell, span) or [""]):
+                label = f"{r.label:>{lw}} | {str(r.line) if r.line else '':>4}" if k == 0 else " " * (lw + 1) + "|     "
+                lines.append(f"{label} | {part}".rstrip())
+            continue
         parts = textwrap.wrap(r.cell, width) or [""]
         bars: list[str] = []
         for b in r.barriers:

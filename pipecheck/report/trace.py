@@ -254,6 +254,9 @@ def blocked_rows(model: Model, s: State) -> list[tuple[str, str, str, int]]:
 def barrier_line(model: Model, s: State, gid: int) -> str:
     b = s.bars[gid]
     name = _bar(model, gid)
+    offsets = getattr(model.kernel, "bar_offsets", ())
+    if gid < len(offsets) and not name.startswith("mbar@"):  # a compiled kernel's barrier: its address too
+        name += f" (mbar@{offsets[gid]})"
     if b is None:
         return f"{name}: not initialised"
     state = f"phase {b.phase} (parity {b.phase & 1} open)"
@@ -264,6 +267,8 @@ def involved_barriers(model: Model, trace: Trace, finding: Finding) -> list[int]
     """Barriers to show at the failure: those the finding names, then those the trace touched."""
     out = list(finding.barriers)
     for gid, (b0, b1) in enumerate(zip(trace.initial.bars, trace.final.bars)):
+        if b0 is None and b1 is not None and b1.phase == 0 and b1.pending == b1.expected and b1.tx == 0:
+            continue  # initialised by the kernel and not used since: nothing to see
         if b0 != b1 and gid not in out:
             out.append(gid)
     return out
