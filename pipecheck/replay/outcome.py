@@ -248,17 +248,20 @@ def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> Mode
     return ModelVerdict(tuple(dict.fromkeys(found + static)), may)
 
 
-def ptx_model_verdict(kernel: str, elect_lane: int | None, max_states: int = 500_000) -> tuple[ModelVerdict, list]:
+def ptx_model_verdict(kernel: str, elect_lane: int | None, max_states: int = 500_000,
+                      complete: bool = True) -> tuple[ModelVerdict, list]:
     """pipecheck's verdict for a compiled kernel (a .ptx, or a captured launch) with every elect.sync
     electing `elect_lane` (None: the lowest lane, the H200's choice), and the barrier waits its hang
-    counterexamples block in, as (barrier offset, parity) pairs."""
+    counterexamples block in, as (barrier offset, parity) pairs. `complete`: every distinct finding of the
+    whole state space; otherwise the default run's (the first finding and what follows it within the cause
+    budget), a subset of them."""
     from ..search.explore import Limits
     from ..pipeline.verify import verify_file
     from ..pipeline.result import Options
 
     elect = "lowest" if elect_lane is None else str(elect_lane)
     result = verify_file(kernel, Options(elect=elect, check_scheduling=False,
-                                         limits=Limits(max_states=2_000_000, stop_at_first=False)))
+                                         limits=Limits(max_states=2_000_000, stop_at_first=not complete)))
     codes = tuple(dict.fromkeys(i.code for i in result.all_issues))
     from ..search.footprints import Footprints
     from ..search.por import Reduced
