@@ -57,6 +57,9 @@ def test_barriers_are_named_by_the_source_that_initialises_them(pingpong_small):
     setup = [line for line in out.splitlines() if "set-up: 26 barriers initialised" in line]
     assert len(setup) == 1 and setup[0].split("|")[0].strip().startswith("1-")
     assert "count 1: mainloop.full[0..5]" in out  # the compact form of the narrow timeline
+    # the roles the code computes: the producer warp whose only TMA-issuing thread is the elected one
+    assert "  wg0 (threads 0-127): producer: warp 0: TMA loads (thread 1)" in out
+    assert "  wg1 (threads 128-255): consumer: warp 4: MMAs, TMA stores" in out
     table = out[out.index("counterexample:"):out.index("barriers at the failure:")]
     assert max(len(line) for line in table.splitlines()) <= 120
 
@@ -138,7 +141,8 @@ def test_several_kernels_need_entry(tmp_path):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("flags,says", [(["--all-params"], "--all-params"), (["-D", "K=3"], "param_<byte offset>")])
+@pytest.mark.parametrize("flags,says", [(["--every", "K"], "--every"), (["-D", "K=3"], "param_<byte offset>"),
+                                       (["--all-params", "-D", "param_8=1..4"], "not a loop bound")])
 def test_pipe_only_options_are_refused(flags, says):
     code, out, err = cli("verify", str(PTX / "mini_ok.ptx"), *flags)
     assert code == 2 and says in err
@@ -234,3 +238,18 @@ def test_a_two_cta_tcgen05_mma_is_refused_by_name(tmp_path):
     assert two != text
     code, out, err = cli("verify", str(_write(tmp_path, two)))
     assert code == 2 and "cta_group::2" in err and "k.ptx:" in err
+
+
+def test_all_params_sweeps_the_loop_bounds_of_a_compiled_kernel():
+    """--all-params over PTX: each loop bound from the value that runs its loop once to its default, a trip
+    apart; a finding is stated with the points that show it. A consumer that releases a stage before its
+    wgmma retires overwrites it only once the ring wraps: K >= 257 is 5 k-tiles of 64 on the 4-stage ring."""
+    kernel = PTX / "cute_dsl_tma_pipeline_bug_release_before_wait.ptx"
+    code, out, err = cli("verify", str(kernel), "--all-params", "-D", "param_132=129..321")
+    assert code == 1, err
+    assert "(param_132=129..321)" in out.splitlines()[0] and "4 parameter points" in out.splitlines()[0]
+    assert "param_132: swept over 4 values (129, 193, 257, 321 in steps of 64) by --all-params" in out
+    assert "[overwrite]" in out and "only when param_132 >= 257" in out
+    # the points below the wrap verify: the same sweep over them has no finding
+    code, out, err = cli("verify", str(kernel), "--all-params", "-D", "param_132=1..200")
+    assert code == 0 and ": verified (" in out.splitlines()[0], out

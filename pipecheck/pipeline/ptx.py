@@ -4,6 +4,7 @@ issues with their conditions, in the same `Result` the reports render for a `.pi
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -44,6 +45,7 @@ class PtxInfo:
     smallest: tuple[str, ...] = ()  # the loop bounds run once: the finding showed there, before the defaults
     launch: str = ""  # the `pipecheck capture` record whose parameter bytes and shape were used
     captured: tuple[str, ...] = ()  # the parameters read from that record's bytes
+    swept: tuple[tuple[str, tuple[int, ...]], ...] = ()  # --all-params: each loop bound and the values swept
 
 
 def is_kernel_file(path: str) -> bool:
@@ -77,9 +79,10 @@ def _elect_sites(prog: PtxProgram) -> list[ElectSite]:
 
 def verify_ptx(path: str, options: Options, progress: Callable | None = None) -> Result:
     start = time.perf_counter()
-    if options.all_params or options.every is not None or options.engine != "explicit":
-        raise error("usage", "--all-params, --every and --engine bmc work on .pipe specs; a PTX kernel is checked at "
-                    "its parameter values (set them with -D param_<offset>=N)", None)
+    if options.every is not None or options.engine != "explicit":
+        raise error("usage", "--every and --engine bmc work on .pipe specs; a PTX kernel is checked at its "
+                    "parameter values (set them with -D param_<offset>=N, sweep its loop bounds with --all-params)",
+                    None)
     sources: dict[str, str] = {}
     ptx_path, command = path, ""
     launch = read_launch(path) if path.endswith(".json") else None
@@ -121,6 +124,10 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
         values[off] = (v, values.get(off, (0, 4))[1])
     loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides
              and f"param_{c.offset}" not in captured]
+    info = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
+                   launch=path if launch else "", captured=tuple(captured))
+    if options.all_params:
+        return _sweep(path, pz, values, defaults, loops, options, start, progress, sources, info)
     first = None
     if loops and options.explore:
         # the loops once first: a protocol broken there shows it in a short schedule; the defaults (every
@@ -133,17 +140,83 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
                                 tuple(f"param_{c.offset}" for c in loops), path if launch else "", tuple(captured))
             return first
     res = _check_point(path, pz, values, defaults, options, start, progress, sources)
-    res.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
-                      launch=path if launch else "", captured=tuple(captured))
+    res.ptx = info
     if first is not None:  # the time and states of both points
         res.seconds = time.perf_counter() - start
     return res
 
 
+def _sweep(path: str, pz, values: dict, defaults: dict, loops: list[Choice], options: Options, start: float,
+           progress: Callable | None, sources: dict[str, str], info: PtxInfo) -> Result:
+    """`--all-params` over a compiled kernel: every combination of its loop bounds' sweep values (each from the
+    value that runs its loop once to the default, `-D param_N=LO..HI` narrowing it), each point checked as a
+    single run is, and each finding stated with the points that show it (a condition over the parameters)."""
+    from ..symbolic.classes import points_text, witness_order  # z3: only for a sweep
+
+    ranges = {name: (lo, hi) for name, lo, hi in options.ranges}
+    axes: list[tuple[str, Choice, tuple[int, ...]]] = []
+    for c in loops:
+        name = f"param_{c.offset}"
+        vals = c.sweep or (c.value,)
+        if name in ranges:
+            lo, hi = ranges.pop(name)
+            vals = tuple(v for v in vals if lo <= v <= hi) or tuple(sorted({lo, hi}))
+        axes.append((name, c, vals))
+    if ranges:
+        name = next(iter(ranges))
+        steering = ", ".join(n for n, _, _ in axes) or "none"
+        raise error("usage", f"-D {name}=LO..HI: {name} is not a loop bound of this kernel that --all-params sweeps "
+                    f"(those are: {steering})", None)
+    default = tuple((name, c.value) for name, c, _ in axes)
+    points = sorted(itertools.product(*[[(name, v) for v in vals] for name, _, vals in axes]),
+                    key=lambda pt: witness_order(pt, default))
+    info.swept = tuple((name, vals) for name, _, vals in axes)
+    results: list[tuple[tuple, Result]] = []
+    stopped = None
+    for pt in points:
+        at = dict(values)
+        for (name, v), (_, c, _) in zip(pt, axes):
+            at[c.offset] = (v, c.nbytes)
+        res = _check_point(path, pz, at, defaults, options, start, progress, sources, every_site=True)
+        results.append((pt, res))
+        if res.stopped and res.stopped != "first-finding":
+            stopped = res.stopped
+            break
+    complete = [pt for pt, r in results if r.verdict != "inconclusive"]
+    merged: dict[tuple, Issue] = {}
+    hits: dict[tuple, list] = {}
+    for pt, res in results:
+        for issue in res.issues:
+            site = res.sites[issue.finding.site] if 0 <= issue.finding.site < len(res.sites) else None
+            key = (issue.code, issue.finding.site, site.span if site is not None else None)
+            if key not in merged:
+                merged[key] = issue
+            hits.setdefault(key, []).append(pt)
+    issues = []
+    for key, issue in merged.items():
+        ptext = points_text(hits[key], complete or [pt for pt, _ in results]) if len(points) > 1 else ""
+        if stopped:
+            ptext = (f"{ptext or 'any parameter values'}, at the {len(complete)} of {len(points)} parameter points "
+                     f"explored (the sweep is incomplete: stopped by {stopped}, so the points not explored may show "
+                     "it too)")
+        issue.condition = " and ".join(t for t in (ptext, issue.condition) if t)
+        issue.where = frozenset((pt, cfg) for pt in hits[key] for cfg in issue.configs)
+        issues.append(issue)
+    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    head = results[0][1]
+    verdict = "findings" if issues else "inconclusive" if stopped else "verified"
+    res = Result(path, head.kernel, options, verdict, issues, [r for _, res in results for r in res.runs], head.sites,
+                 sources, head.esites, time.perf_counter() - start, stopped, [], None)
+    res.config_classes = head.config_classes
+    res.configs = head.configs
+    res.ptx = info
+    return res
+
+
 def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, start: float,
-                 progress: Callable | None, sources: dict[str, str]) -> Result:
+                 progress: Callable | None, sources: dict[str, str], every_site: bool = False) -> Result:
     """The kernel at one parameter point: its configurations of elected lanes, one exploration per class."""
-    prog = program_at(pz, values, defaults)
+    prog = program_at(pz, values, defaults, every_site)
     configs = configurations(prog, options.elect)
     prog.regions = find_regions(prog, configs)
     kernel = kernel_of(prog)

@@ -31,6 +31,9 @@ class Choice:
     why: str
     small: int | None = None  # a loop bound: the value that runs its loop once (tried first, pipeline.ptx)
     searched: bool = True  # False: the user set it (-D, a captured launch), so no default was looked for
+    # a loop bound: the values `--all-params` sweeps, from the one that runs its loop once to the default, a
+    # step apart (the value that adds one k-loop trip, estimated from two runs of the kernel's arithmetic)
+    sweep: tuple[int, ...] = ()
 
 
 def _derived(ev, start_reg: str) -> set[str]:
@@ -78,26 +81,55 @@ def _mentions(o, regs: set[str]) -> bool:
 
 
 def _counts(pz: Parsed, values: dict) -> dict[int, tuple[int, int]] | None:
-    """Per wait site: (executions, distinct barriers) over the lowest-lane configuration's classes; None when
-    the values make the kernel invalid (a refused value, a loop that runs too long)."""
+    """Per ring of barriers a class waits on: (its trips, its barriers), keyed by the first PTX wait site of
+    the ring, the most of any class; None when the values make the kernel invalid (a refused value, a loop
+    that runs too long).
+
+    A ring is the barriers of the wait sites of one class that share a barrier: nvcc peels a k-loop's first
+    trip into its own wait site, and that site's wait on stage 0 and the loop's on every stage are one ring.
+    A wait repeated at once on the same barrier and parity (a try, then the blocking wait) is one trip."""
     try:
         prog = program_at(pz, values, values)
         cfg = configurations(prog, "lowest")[0]
         codes = class_codes(prog, cfg)
     except SpecError:
         return None
-    out: dict[int, list] = {}
+    out: dict[int, tuple[int, int]] = {}
     flat = {v: k for k, v in prog.site_index.items()}  # ir site -> PTX instruction: stable across evaluations
     for cta, wg, members, code in codes:
+        waits: list[tuple[int, object, object]] = []  # (PTX site, barrier, parity) in the order the class runs
         try:
             for ins, ev in concrete_walk(code, MAX_STEPS):
                 if ins.op == WAIT:
-                    hit = out.setdefault(flat.get(ins.site, -1), [0, set()])
-                    hit[0] += 1
-                    hit[1].add(ev(ins.args[0].addr))
+                    waits.append((flat.get(ins.site, -1), ev(ins.args[0].addr), ev(ins.args[1])))
         except (ArithmeticError, IndexError, WalkTooLong):
             return None
-    return {k: (v[0], len(v[1])) for k, v in out.items()}
+        ring: dict[int, int] = {}  # site -> its ring's first site (sites that share a barrier, joined)
+        owner: dict[object, int] = {}
+        for site, bar, _ in waits:
+            root = ring.setdefault(site, site)
+            other = owner.setdefault(bar, root)
+            if other != root:
+                lo, hi = min(other, root), max(other, root)
+                for k, v in ring.items():
+                    if v == hi:
+                        ring[k] = lo
+                for k, v in owner.items():
+                    if v == hi:
+                        owner[k] = lo
+        trips: dict[int, int] = {}
+        bars: dict[int, set] = {}
+        last = None
+        for site, bar, parity in waits:
+            key = ring[site]
+            if (bar, parity) != last:
+                trips[key] = trips.get(key, 0) + 1
+            last = (bar, parity)
+            bars.setdefault(key, set()).add(bar)
+        for key, n in trips.items():
+            if n > out.get(key, (0, 0))[0]:
+                out[key] = (n, len(bars[key]))
+    return out
 
 
 def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None = None) -> list[Choice]:
@@ -201,9 +233,12 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
             else:
                 lo = mid
         values[off] = (hi, values[off][1])
+        # one value per trip count: a trip count grows by one every `step` (the tile size along the loop)
+        step = max(1, (hi - 1) // (2 * stages)) if stages else hi
         choices[off] = Choice(off, hi, values[off][1], f"drives a k-loop: the smallest value that runs it 2 x {stages} "
-                                                       f"+ 1 = {2 * stages + 1} times on the {stages}-stage ring", 1)
+                                                       f"+ 1 = {2 * stages + 1} times on the {stages}-stage ring", 1,
+                              sweep=tuple(sorted({min(hi, 1 + step * n) for n in range(2 * stages + 1)} | {1, hi})))
     for off in tile_like:
         values[off] = (2, values[off][1])
-        choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles", 1)
+        choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles", 1, sweep=(1, 2))
     return [choices[o] for o in sorted(choices)]

@@ -243,14 +243,17 @@ def evaluate_at(pz: Parsed, values: Mapping[int, tuple[int, int]]) -> Evaluation
     return evaluate(pz.body, launch, pz.shared, pz.bases)
 
 
-def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapping[int, tuple[int, int]]) -> PtxProgram:
-    """The entry evaluated and sliced at these parameter values (offset -> (value, bytes))."""
+def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapping[int, tuple[int, int]],
+               every_site: bool = False) -> PtxProgram:
+    """The entry evaluated and sliced at these parameter values (offset -> (value, bytes)). `every_site`: a
+    site for every instruction, reached or not, so that the sites of two parameter points are the same list
+    (a sweep reports the findings of all its points against one)."""
     ev = evaluate_at(pz, values)
     srcmap = SourceMap(pz.module, pz.path, pz.sources)
     params = _params(ev, pz.body, srcmap, defaults, {f"param_{o}": v for o, (v, _) in values.items()})
     sl = protocol_slice(ev)
     pl = plan(ev, sl)
-    sites, site_index = _sites(pz.body, sl, ev, srcmap)
+    sites, site_index = _sites(pz.body, sl, ev, srcmap, every_site)
     prog = PtxProgram(pz.path, pz.module, pz.entry, pz.body, ev.launch, ev, sl, pl, srcmap, sites, site_index, {},
                       [q for q in params if any(r.offset == q.offset and r.op in sl.ops for r in ev.param_reads)
                        or values.get(q.offset) != defaults.get(q.offset)])  # what the user set is always stated
@@ -305,11 +308,12 @@ def _params(ev: Evaluation, body: Body, srcmap: SourceMap, defaults: Mapping[int
     return out
 
 
-def _sites(body: Body, sl: Slice, ev: Evaluation, srcmap: SourceMap) -> tuple[list[Site], dict[int, int]]:
+def _sites(body: Body, sl: Slice, ev: Evaluation, srcmap: SourceMap, every: bool = False
+           ) -> tuple[list[Site], dict[int, int]]:
     sites: list[Site] = []
     index: dict[int, int] = {}
     for i, op in enumerate(body.ops):
-        if not ev.reach[i]:
+        if not ev.reach[i] and not every:
             continue
         index[i] = len(sites)
         sites.append(srcmap.site(op))

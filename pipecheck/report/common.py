@@ -7,7 +7,7 @@ from ..core.diagnostics import Note, Span, call_site, called_from
 from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
-from ..model.ir import FENCE_INIT, INIT
+from ..model.ir import ARRIVE, FENCE_INIT, INIT, MMA, READ, TMA_LOAD, TMA_STORE, WAIT, WRITE
 from .trace import ASYNC, Trace, barrier_line, barrier_short, blocked_rows, build, involved_barriers
 from .waitfor import explain_hang
 
@@ -181,8 +181,10 @@ def ptx_parameters(result: Result) -> list[tuple]:
         return []
     why = {f"param_{c.offset}": c for c in ptx.choices}
     captured = getattr(ptx, "captured", ())
-    return [(p, why.get(p.name), "set" if p.name in ptx.overrides else "launch" if p.name in captured else
-             "loops-once" if p.name in ptx.smallest else "default") for p in result.kernel.params]
+    swept = dict(getattr(ptx, "swept", ()))
+    return [(p, why.get(p.name), "swept" if p.name in swept else "set" if p.name in ptx.overrides else
+             "launch" if p.name in captured else "loops-once" if p.name in ptx.smallest else "default")
+            for p in result.kernel.params]
 
 
 def parameter_lines(result: Result) -> list[str]:
@@ -190,6 +192,13 @@ def parameter_lines(result: Result) -> list[str]:
     CUDA line that reads it."""
     out = []
     for p, c, point in ptx_parameters(result):
+        if point == "swept":
+            vals = dict(result.ptx.swept)[p.name]
+            shown = ", ".join(map(str, vals)) if len(vals) <= 4 else f"{vals[0]}, {vals[1]}, ..., {vals[-1]}"
+            step = f" in steps of {vals[2] - vals[1]}" if len(vals) > 3 and vals[2] - vals[1] == vals[-2] - vals[-3] else ""
+            reason = f"swept over {len(vals)} values ({shown}{step}) by --all-params" + (f"; {c.why}" if c else "")
+            out.append(f"  {p.name}: {reason}" + (f"; read at {p.source}" if p.source else ""))
+            continue
         if point == "set":
             reason = "set with -D"
         elif point == "launch":
@@ -202,6 +211,67 @@ def parameter_lines(result: Result) -> list[str]:
         source = f"; read at {p.source}" if p.source else ""
         out.append(f"  {p.name} = {p.value}: {reason}{source}")
     return ["parameters:"] + out if out else []
+
+
+_WORK = ((TMA_LOAD, "TMA loads"), (MMA, "MMAs"), (READ, "reads"), (TMA_STORE, "TMA stores"), (WRITE, "writes"),
+         (ARRIVE, "arrives"), (WAIT, "waits"))
+
+
+def role_lines(result: Result) -> list[str]:
+    """A compiled kernel's roles as the code computes them: per warpgroup, what each of its warps does (TMA
+    loads, MMAs, stores, barrier traffic) and which of its threads do it, in the configuration of the first
+    finding (or the first one explored)."""
+    if getattr(result, "ptx", None) is None or not result.runs:
+        return []
+    run = result.issues[0].run if result.issues else result.runs[0]
+    model = run.model
+    out = []
+    for wg, role in enumerate(getattr(result.kernel, "roles", ())):
+        warps: dict[int, list] = {}
+        for cl in model.classes:
+            if cl.role != wg or cl.cta != 0:
+                continue
+            ops = {ins.op for ins in cl.program.instrs}
+            for t in cl.members:
+                warps.setdefault(t // 32, []).append((t, ops))
+        if not warps:
+            continue
+        parts = []
+        for w in sorted(warps):
+            threads = warps[w]
+            doing = []
+            for op, word in _WORK:
+                who = sorted(t for t, ops in threads if op in ops)
+                if who:
+                    doing.append(word + ("" if len(who) == len(threads) else f" ({_threads_text(who, 128 * wg)})"))
+            parts.append((w, ", ".join(doing) or "no barrier or buffer work"))
+        merged: list[list] = []
+        for w, text in parts:
+            if merged and merged[-1][2] == text and merged[-1][1] + 1 == w:
+                merged[-1][1] = w
+            else:
+                merged.append([w, w, text])
+        kinds = {op for ws in warps.values() for _, ops in ws for op in ops}
+        title = ("consumer" if MMA in kinds else "producer" if TMA_LOAD in kinds else
+                 "epilogue" if TMA_STORE in kinds else "")
+        base = 4 * wg
+        text = "; ".join(f"warp{'s' if a != b else ''} {base + a}{'-' + str(base + b) if a != b else ''}: {t}"
+                         for a, b, t in merged)
+        out.append(f"  {role.name} (threads {128 * wg}-{128 * wg + role.threads - 1}){': ' + title if title else ''}: "
+                   f"{text}")
+    cfg = config_text(result, run.config)
+    return [f"roles (the warpgroups, and what each warp's code does{', ' + cfg if cfg else ''}):"] + out if out else []
+
+
+def _threads_text(ts: list[int], base: int) -> str:
+    runs: list[list[int]] = []
+    for t in ts:
+        if runs and runs[-1][1] + 1 == t:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    words = [f"{base + a}" if a == b else f"{base + a}-{base + b}" for a, b in runs]
+    return ("thread " if len(ts) == 1 else "threads ") + ",".join(words)
 
 
 def config_text(result: Result, config: Config) -> str:

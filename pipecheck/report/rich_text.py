@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..core.diagnostics import render
 from ..pipeline.result import Result
-from .common import SPAN, IssueView, Row, parameter_lines, timeline_rows, view
+from .common import SPAN, IssueView, Row, parameter_lines, role_lines, timeline_rows, view
 from .text import BARRIERS, counterexample_title, header, issue_head
 
 VERDICT_STYLE = {"verified": "bold green", "findings": "bold red", "inconclusive": "bold yellow"}
@@ -65,7 +65,7 @@ def _issue(console: Console, result: Result, v: IssueView) -> None:
 def render_result_rich(result: Result, max_issues: int = 10, width: int | None = None) -> str:
     console, buf = console_for(width)
     console.print(Text(header(result), style=VERDICT_STYLE.get(result.verdict, "bold")))
-    for line in parameter_lines(result):
+    for line in parameter_lines(result) + role_lines(result):
         console.print(Text(line))
     for d in result.static:
         console.print()

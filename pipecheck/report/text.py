@@ -12,7 +12,7 @@ from dataclasses import replace
 from ..core.diagnostics import Diagnostic, Note, render
 from ..pipeline.result import Result
 from .trace import ASYNC
-from .common import SPAN, IssueView, Row, finding_notes, parameter_lines, timeline_rows, view
+from .common import SPAN, IssueView, Row, finding_notes, parameter_lines, role_lines, timeline_rows, view
 
 COLUMN_WIDTH = 30
 BARRIER_WIDTH = 24
@@ -36,7 +36,9 @@ def header(result: Result) -> str:
 
 
 def _header(result: Result) -> str:
-    params = ", ".join(f"{k}={v}" for k, v in result.params.items())
+    swept = dict(getattr(getattr(result, "ptx", None), "swept", ()) or ())
+    params = ", ".join(f"{k}={swept[k][0]}..{swept[k][-1]}" if k in swept else f"{k}={v}"
+                       for k, v in result.params.items())
     head = f"{result.spec}: kernel {result.kernel.name}" + (f" ({params})" if params else "")
     runs = len(result.runs)
     states = f"{result.states} states"
@@ -46,6 +48,11 @@ def _header(result: Result) -> str:
     plan = result.plan
     if plan is not None and plan.incomplete:  # a stopped --all-params sweep: how much of it was done
         stats += f", {len(plan.complete)} of {len(plan.points)} parameter points explored"
+    if swept:  # a compiled kernel's sweep: how many points
+        n = 1
+        for vals in swept.values():
+            n *= len(vals)
+        stats += f", {n} parameter points"
     if result.verdict == "verified":
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":
@@ -175,7 +182,7 @@ def render_issue(result: Result, v: IssueView) -> list[str]:
 
 def render_result(result: Result, max_issues: int = 10) -> str:
     """The whole report as plain text (`rich_text.render_result_rich` draws the same for a terminal)."""
-    out = [header(result)] + parameter_lines(result)
+    out = [header(result)] + parameter_lines(result) + role_lines(result)
     for d in result.static:
         out.append("")
         out.append(render(d, result.sources))
