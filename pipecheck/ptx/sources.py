@@ -49,6 +49,8 @@ def _candidates(path: str, ptx_dir: Path) -> list[Path]:
 _INIT_ELEMENT = re.compile(r"([A-Za-z_]\w*)\s*\[[^\]]*\]\s*(?:\.|->)\s*init\s*\(")
 # `MainloopPipeline mainloop_pipeline(shared_storage.pipelines.mainloop, ...)`: the object a kernel constructs
 _DECLARATION = re.compile(r"(?:[A-Za-z_][\w:<>, ]*?\s+)([A-Za-z_]\w*)\s*[({](?!\s*\))")
+# `ab_pipeline = pipeline.PipelineTmaAsync.create(`: a pipeline object made by a call
+_ASSIGNED = re.compile(r"([A-Za-z_]\w*)\s*=\s*[\w.]*(?:[Pp]ipeline|[Bb]arrier)\w*(?:\.create)?\s*\(")
 _GENERIC_ARRAY = re.compile(r"^_?barrier(?:s|_ptr)?_?$")
 BARRIER_BYTES = 8
 
@@ -212,7 +214,11 @@ class SourceMap:
             if m and not m.group(1).startswith("this"):
                 array, at = m.group(1), k
                 break
-        if at < 0:
+        if at < 0:  # no array element on the way (CuTe DSL: `ab_pipeline = PipelineTmaAsync.create(...)`):
+            for k, t in enumerate(texts):  # the object the kernel assigns, its barriers numbered in address order
+                m = _ASSIGNED.match(t)
+                if m:
+                    return m.group(1), "", tuple((sp.file, sp.line) if sp is not None else None for sp in spans[k:])
             return None
         obj = ""
         for t in texts[at + 1:]:
