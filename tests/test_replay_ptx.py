@@ -154,6 +154,12 @@ def test_capture_records_a_launch_that_verify_checks(tmp_path, capsys):
     assert rc == 0 and res["verdict"] == "verified"
     p0 = next(p for p in res["ptx"]["parameters"] if p["name"] == "param_0")
     assert p0["value"] == 3 and p0["point"] == "launch" and res["ptx"]["launch"].endswith("launch-0.json")
+    # the text names the loop bound it read from the launch; the pointer's bytes, which no barrier, buffer or
+    # loop of the protocol reads, are one line at the end and not in the first
+    rc, out, _ = _run(["verify", str(rec / "launch-0.json"), "--max-states", "20000"], capsys)
+    head = out.splitlines()[0]
+    assert rc == 0 and "(param_0=3)" in head and "param_8" not in head, head
+    assert "  from the captured launch too, read by no barrier, buffer or loop of the protocol: param_8=" in out
 
 
 def test_verify_refuses_a_launch_without_ptx(tmp_path, capsys):

@@ -7,6 +7,8 @@ pipeline calls per configuration.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ class PtxParam:
     offset: int = 0
     width: int = 32
     source: str = ""  # the CUDA source line that reads it
+    steers: bool = True  # the protocol slice reads it (False: stated only because it was set or captured)
 
 
 @dataclass(frozen=True)
@@ -254,9 +257,10 @@ def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapp
     sl = protocol_slice(ev)
     pl = plan(ev, sl)
     sites, site_index = _sites(pz.body, sl, ev, srcmap, every_site)
+    steering = {r.offset for r in ev.param_reads if r.op in sl.ops}
     prog = PtxProgram(pz.path, pz.module, pz.entry, pz.body, ev.launch, ev, sl, pl, srcmap, sites, site_index, {},
-                      [q for q in params if any(r.offset == q.offset and r.op in sl.ops for r in ev.param_reads)
-                       or values.get(q.offset) != defaults.get(q.offset)])  # what the user set is always stated
+                      [q if q.offset in steering else dataclasses.replace(q, steers=False) for q in params
+                       if q.offset in steering or values.get(q.offset) != defaults.get(q.offset)])  # what the user set is always stated
     prog.copy_bytes = _copy_bytes(prog)
     return prog
 

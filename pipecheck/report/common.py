@@ -191,7 +191,11 @@ def parameter_lines(result: Result) -> list[str]:
     """A compiled kernel's parameters: the value each has, why (a default that runs a loop, or -D) and the
     CUDA line that reads it."""
     out = []
+    quiet: list[str] = []  # values of a captured launch that the protocol does not read
     for p, c, point in ptx_parameters(result):
+        if point == "launch" and not getattr(p, "steers", True):
+            quiet.append(f"{p.name}={p.value}")
+            continue
         if point == "swept":
             vals = dict(result.ptx.swept)[p.name]
             shown = ", ".join(map(str, vals)) if len(vals) <= 4 else f"{vals[0]}, {vals[1]}, ..., {vals[-1]}"
@@ -210,6 +214,9 @@ def parameter_lines(result: Result) -> list[str]:
             reason = (c.why if c is not None else "") or "default"
         source = f"; read at {p.source}" if p.source else ""
         out.append(f"  {p.name} = {p.value}: {reason}{source}")
+    if quiet:
+        shown = ", ".join(quiet[:6]) + (f" and {len(quiet) - 6} more" if len(quiet) > 6 else "")
+        out.append(f"  from the captured launch too, read by no barrier, buffer or loop of the protocol: {shown}")
     return ["parameters:"] + out if out else []
 
 

@@ -37,8 +37,9 @@ def header(result: Result) -> str:
 
 def _header(result: Result) -> str:
     swept = dict(getattr(getattr(result, "ptx", None), "swept", ()) or ())
+    quiet = {p.name for p in result.kernel.params if not getattr(p, "steers", True)}  # a launch's other bytes
     params = ", ".join(f"{k}={swept[k][0]}..{swept[k][-1]}" if k in swept else f"{k}={v}"
-                       for k, v in result.params.items())
+                       for k, v in result.params.items() if k not in quiet)
     head = f"{result.spec}: kernel {result.kernel.name}" + (f" ({params})" if params else "")
     runs = len(result.runs)
     states = f"{result.states} states"
