@@ -6,6 +6,8 @@ example of each (examples/), these tests pin what each rule looks at.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import ROOT, cli, verify_json, write_spec
 
 
@@ -330,3 +332,102 @@ def test_a_peer_load_with_a_multicast_mask_is_a_rule_error_with_a_location(tmp_p
 def test_replay_refuses_the_two_sm_load_by_name(tmp_path):
     code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/two_sm_load.pipe"))
     assert code == 2 and "'tma_load ... on cta'" in err and "[replay]" in err and ":37:9:" in err
+
+
+# ---------------------------------------------------------------- tcgen05 with cta_group::2 (a CTA pair)
+PAIR = """
+kernel k {{
+  arch sm_100
+  cluster 2
+  smem A bytes 4096
+  tmem ACC bytes 4096
+  mbarrier full count 1
+  mbarrier acc_full count 1
+  role mma thread {{
+    if cta == 0 {{
+      arrive full expect_tx 8192
+    }}
+    tma_load A tile 0 bytes 4096 barrier full cta_group 2
+    if cta == {leader} {{
+      wait full parity 0
+      mma_async A tile 0 into ACC tile 0 cta_group 2
+      mma_commit acc_full{mask}
+    }}
+  }}
+  role epi warp {{
+    {wait}
+    read ACC tile 0
+  }}
+}}
+"""
+
+
+def pair(tmp_path, name: str, leader: int = 0, mask: str = " multicast 0b11",
+         wait: str = "wait acc_full parity 0") -> Path:
+    return write_spec(tmp_path, PAIR.format(leader=leader, mask=mask, wait=wait), name)
+
+
+def test_a_pair_mma_reads_both_ctas_and_writes_both_halves(tmp_path):
+    assert verify_json(pair(tmp_path, "ok.pipe"))["verdict"] == "verified"
+    # the leader's MMA needs the peer's half landed: without the leader's expect_tx counting it, it reads early
+    text = PAIR.format(leader=0, mask=" multicast 0b11", wait="wait acc_full parity 0").replace(
+        "expect_tx 8192", "expect_tx 4096")
+    data = verify_json(write_spec(tmp_path, text, "half.pipe"))
+    assert "stale-read" in codes(data) and lines(data, "stale-read") == {16}  # the mma_async
+
+
+def test_a_commit_that_misses_the_peer_leaves_its_epilogue_hanging(tmp_path):
+    data = verify_json(pair(tmp_path, "nomask.pipe", mask=""))
+    assert codes(data) == {"hang"}
+    assert "cta1.epi" in data["findings"][0]["message"] and "acc_full" in data["findings"][0]["message"]
+
+
+def test_the_peer_reading_its_half_before_the_commit_is_a_stale_read(tmp_path):
+    data = verify_json(pair(tmp_path, "early.pipe", wait="if cta == 0 {\n      wait acc_full parity 0\n    }"))
+    assert "stale-read" in codes(data)
+    assert any(f["code"] == "stale-read" and "cta1.ACC" in f["message"] for f in data["findings"])
+
+
+def test_a_pair_mma_from_the_odd_cta_is_a_rule_error_with_a_location(tmp_path):
+    path = pair(tmp_path, "odd.pipe", leader=1)
+    code, out, err = cli("verify", str(path))
+    assert code == 2 and f"{path}:16:7:" in err and "[rule]" in err and "CTA 1" in err and "Traceback" not in err
+
+
+def test_cta_group_2_needs_an_even_cluster_and_sm_100(tmp_path):
+    for old, new, line in (("cluster 2", "cluster 3", 13), ("cluster 2", "cluster 1", 13), ("arch sm_100", "arch sm_90", 13)):
+        path = write_spec(tmp_path, PAIR.format(leader=0, mask="", wait="").replace(old, new), "bad.pipe")
+        code, out, err = cli("check", str(path))
+        assert code == 2 and f"{path}:{line}:" in err and "[rule]" in err and "Traceback" not in err, (new, err)
+    path = write_spec(tmp_path, PAIR.format(leader=0, mask="", wait="").replace("cta_group 2\n", "cta_group 3\n"))
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:13:" in err and "1 or 2" in err
+
+
+def test_a_peer_exiting_under_the_pair_mma_is_exit_inflight(tmp_path):
+    # the leader waits for its own commit; the peer's epilogue does nothing, so CTA 1 may exit while the MMA reads it
+    text = PAIR.format(leader=0, mask="", wait="").replace("    read ACC tile 0\n", "").replace(
+        "      mma_commit acc_full\n", "      mma_commit acc_full\n      wait acc_full parity 0\n")
+    data = verify_json(write_spec(tmp_path, text, "exit.pipe"), "--all")
+    assert any(f["code"] == "exit-inflight" and "CTA 1 exits while an mma_async" in f["message"]
+               for f in data["findings"] + [c for f in data["findings"] for c in f.get("consequences", ())])
+
+
+def test_the_examples_of_the_pair_mma():
+    assert verify_json(ROOT / "examples/umma_2sm.pipe")["verdict"] == "verified"
+    assert codes(verify_json(ROOT / "examples/bugs/umma_2sm_commit_not_multicast.pipe")) == {"hang"}
+    data = verify_json(ROOT / "examples/bugs/umma_2sm_peer_skips_empty_wait.pipe")
+    assert codes(data) == {"overwrite", "stale-read"}
+    assert any("cta1.AB" in f["message"] for f in data["findings"] if f["code"] == "overwrite")
+
+
+def test_the_pair_mma_from_bmc(tmp_path):
+    assert verify_json(pair(tmp_path, "ok.pipe"), "--engine", "bmc")["verdict"] == "verified"
+    assert codes(verify_json(pair(tmp_path, "nomask.pipe", mask=""), "--engine", "bmc")) == {"hang"}
+    early = pair(tmp_path, "early.pipe", wait="if cta == 0 {\n      wait acc_full parity 0\n    }")
+    assert "stale-read" in codes(verify_json(early, "--engine", "bmc"))
+
+
+def test_replay_refuses_the_pair_mma_by_name(tmp_path):
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(pair(tmp_path, "ok.pipe")))
+    assert code == 2 and "cta_group 2" in err and "[replay]" in err and "Traceback" not in err

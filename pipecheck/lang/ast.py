@@ -191,6 +191,8 @@ class TmaLoad:
     barrier: Ref | None
     multicast: Expr | None
     cta: Expr | None  # `on cta r`: lands in CTA r's buffer and completes on CTA r's barrier (2-SM load)
+    # `cta_group 2`: lands in the issuer's buffer and completes on the barrier of its pair's leader (even) CTA
+    cta_group: Expr | None = None
     span: Span = _span()
 
 
@@ -229,6 +231,8 @@ class Operand:
 class MmaAsync:
     operands: tuple[Operand, ...]
     out: Operand | None = None  # `into ACC[j] tile t`: the accumulator it writes (tcgen05 TMEM)
+    # `cta_group 2` (tcgen05.mma.cta_group::2): the leader CTA's MMA reads both CTAs' operands, writes both halves
+    cta_group: Expr | None = None
     span: Span = _span()
 
 

@@ -15,6 +15,7 @@ from ..core.words import did_you_mean
 from ..model.ir import c_div, c_mod
 from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
+from . import check_sm100 as sm100
 
 # the spelling of each tcgen05 statement (ast.Tcgen05.kind) and its PTX instruction
 TCGEN05_WORDS = {"before_thread_sync": "tcgen05_before_thread_sync", "after_thread_sync": "tcgen05_after_thread_sync",
@@ -267,6 +268,7 @@ class _Checker:
         checked_roles: list[RoleDecl] = []
         ctx = _BodyContext(self, {b.name: b for b in barriers}, {b.name: b for b in buffers},
                            {c.name: c for c in kchooses}, {t.name for t in tensormaps}, arch)
+        ctx.cluster_size = math.prod(cluster)
         bodies_failed = False
         for role in roles:
             try:
@@ -434,6 +436,7 @@ class _BodyContext:
                  kchooses: dict[str, KChooseDecl], tensormaps: set[str], arch: str = "sm_90"):
         self.c = checker
         self.arch = arch
+        self.cluster_size = 1
         self.barriers = barriers
         self.buffers = buffers
         self.kchooses = kchooses
@@ -675,10 +678,15 @@ class _BodyContext:
             if s.cta is not None and s.multicast is not None:
                 raise error("rule", "a tma_load lands either in the CTAs of a multicast mask or, with `on cta r`, in "
                             "CTA r alone: give one of them", s.cta.span)
+            group = sm100.cta_group(s.cta_group, self.c.env, self.arch, self.cluster_size, "a tma_load")
+            if group == 2 and (s.cta is not None or s.multicast is not None):
+                raise error("rule", "a tma_load with cta_group 2 lands in the issuing CTA and completes on its pair "
+                            "leader's barrier; together with `on cta` or `multicast` it is not modelled",
+                            s.cta_group.span)
             bar = self.ref(s.barrier, scope, subst, "mbarrier")
             self.tx_sources.add(bar.name)
             return A.TmaLoad(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), ex(s.bytes), s.tensormap,
-                             bar, ex(s.multicast), ex(s.cta), s.span)
+                             bar, ex(s.multicast), ex(s.cta), A.Num(group, s.span) if group == 2 else None, s.span)
         if isinstance(s, A.TmaStore):
             if s.barrier is not None:
                 raise error("rule", "a tma_store completes through bulk groups, not an mbarrier: drop `barrier` and use "
@@ -693,7 +701,8 @@ class _BodyContext:
             out = None
             if s.out is not None:
                 out = A.Operand(self.ref(s.out.buffer, scope, subst, "smem buffer"), ex(s.out.tile), s.out.span)
-            return A.MmaAsync(ops, out, s.span)
+            group = sm100.cta_group(s.cta_group, self.c.env, self.arch, self.cluster_size, "an mma_async")
+            return A.MmaAsync(ops, out, A.Num(group, s.span) if group == 2 else None, s.span)
         if isinstance(s, A.CpAsync):
             return A.CpAsync(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), s.span)
         if isinstance(s, A.MmaWait):

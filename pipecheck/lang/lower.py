@@ -18,6 +18,7 @@ from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELI
                         RRef, RRing, RVar, Site)
 from ..model.threads import FULL_MASK, Config, ThreadClass, class_label
 from . import ast as A
+from . import check_sm100 as sm100
 from .check import BUILTINS, CheckedKernel, Inlined, binop, eval_const
 
 # ---------------------------------------------------------------- resolution
@@ -226,9 +227,11 @@ class _Resolver:
             if nbytes is None:
                 tm = next(t for t in self.k.tensormaps if t.name == s.tensormap)
                 nbytes = RConst(tensormap_box_bytes(tm))
-            # `on cta r`: the buffer and the barrier are CTA r's (a 2-SM load lands in the peer)
+            # `on cta r`: the buffer and the barrier are CTA r's (a 2-SM load lands in the peer); `cta_group 2`:
+            # the buffer is the issuer's and the barrier its pair leader's (CUTLASS's SM100 2SM TMA)
+            bar_cta = sm100.pair_leader() if s.cta_group is not None else s.cta
             return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre, s.cta), self.expr(s.tile, scope, pre), nbytes,
-                                     self.ref(s.barrier, scope, pre, s.cta), ex(s.multicast)), site())
+                                     self.ref(s.barrier, scope, pre, bar_cta), ex(s.multicast)), site())
         if isinstance(s, A.TmaStore):
             return ("op", TMA_STORE, (self.ref(s.buffer, scope, pre), ex(s.tile)), site())
         if isinstance(s, A.Read):
@@ -237,9 +240,12 @@ class _Resolver:
             return ("op", WRITE, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre)), site())
         if isinstance(s, A.MmaAsync):
             self.mma = True
-            ops = tuple((self.ref(o.buffer, scope, pre), ex(o.tile)) for o in s.operands)
-            out = (self.ref(s.out.buffer, scope, pre), ex(s.out.tile)) if s.out is not None else None
-            return ("op", MMA, (ops, out), site())
+            # the CTAs it reads and writes: its own, and with cta_group 2 the pair's peer too (same buffer index)
+            ctas = (None, sm100.peer_of_leader()) if s.cta_group is not None else (None,)
+            ops = tuple((self.ref(o.buffer, scope, pre, k), ex(o.tile)) for k in ctas for o in s.operands)
+            outs = tuple((self.ref(s.out.buffer, scope, pre, k), ex(s.out.tile)) for k in ctas) if s.out is not None \
+                else ()
+            return ("op", MMA, (ops, outs, len(ctas)), site())
         if isinstance(s, A.CpAsync):
             return ("op", CP_ASYNC, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre)), site())
         if isinstance(s, A.MmaWait):
@@ -535,15 +541,16 @@ class _Specialiser:
         return True
 
     def op_args(self, op: str, args: tuple, site: int) -> tuple:
+        if op == MMA and args[2] == 2 and self.ident.cta % 2:
+            raise EvalError(f"an mma_async with cta_group 2 is issued by the leader CTA of a pair (an even rank), "
+                            f"but CTA {self.ident.cta} reaches it: guard it with `if cta % 2 == 0`", site, "rule")
         out: list = []
         for a in args:
             if isinstance(a, RRef):
                 out.append(self.ref(a, site))
             elif a is None or isinstance(a, int):
                 out.append(a)
-            elif isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], RRef):  # mma output operand
-                out.append((self.ref(a[0], site), self.peval(a[1], site)))
-            elif isinstance(a, tuple):  # mma operands
+            elif isinstance(a, tuple):  # mma operands and outputs
                 out.append(tuple((self.ref(r, site), self.peval(t, site)) for r, t in a))
             else:
                 out.append(self.peval(a, site))
