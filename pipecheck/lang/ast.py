@@ -346,6 +346,38 @@ class Exit:
 
 
 @dataclass(frozen=True)
+class Break:
+    """`break`: leaves the innermost `for` (a tile loop driven by cluster launch control's answer)."""
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TryCancel:
+    """`try_cancel R[i] tile n barrier b [multicast]`: clusterlaunchcontrol.try_cancel (PTX ISA 9.7.13.17)."""
+    buffer: Ref
+    tile: Expr
+    barrier: Ref
+    multicast: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class QueryCancel:
+    """`let v = query_cancel R[i] tile n`: reads the response, v = clusterlaunchcontrol.query_cancel.is_canceled."""
+    name: str
+    buffer: Ref
+    tile: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Clc:
+    """`clc N` (kernel item): cluster launch control may hand this cluster up to N more clusters' work."""
+    count: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class CallStmt:
     proc: str
     args: tuple[Expr, ...]

@@ -249,6 +249,9 @@ class _Checker:
                 elif isinstance(item, A.KChoose):
                     self.declare(item.name, "kernel choice", item.span)
                     kchooses.append(self.kchoose(item))
+                elif isinstance(item, A.Clc):
+                    self.declare(sm100.CLC_CHOICE, "kernel choice", item.span)
+                    kchooses.append(sm100.clc_decl(item, self.env, KChooseDecl))
                 elif isinstance(item, A.TensorMap):
                     self.declare(item.name, "tensor map", item.span)
                     tensormaps.append(self.tensormap(item))
@@ -437,6 +440,7 @@ class _BodyContext:
         self.c = checker
         self.arch = arch
         self.cluster_size = 1
+        self._loops = 0  # `for` loops open around the statement being checked (`break` needs one)
         self.barriers = barriers
         self.buffers = buffers
         self.kchooses = kchooses
@@ -637,7 +641,11 @@ class _BodyContext:
             inner = _Scope(scope)
             isubst = dict(subst)
             new_name = self.local(s.var, "var", inner, isubst, depth, s.span)
-            body = self.block(s.body, inner, isubst, depth)
+            self._loops += 1
+            try:
+                body = self.block(s.body, inner, isubst, depth)
+            finally:
+                self._loops -= 1
             return A.For(new_name, lo, hi, body, s.span)
         if isinstance(s, A.If):
             return A.If(ex(s.cond), self.block(s.then, scope, subst, depth), self.block(s.other, scope, subst, depth), s.span)
@@ -742,6 +750,19 @@ class _BodyContext:
                 raise error("rule", f"'{word}' is a tcgen05 instruction, which exists on sm_100 only; this kernel is "
                             f"arch {self.arch} (write `arch sm_100`)", s.span)
             return s
+        if isinstance(s, A.Break):
+            if not self._loops:
+                raise error("rule", "`break` leaves a `for` loop, and there is none around it", s.span)
+            return s
+        if isinstance(s, A.TryCancel):
+            sm100.clc_statement(self, s, "try_cancel")
+            bar = self.ref(s.barrier, scope, subst, "mbarrier")
+            self.tx_sources.add(bar.name)  # its response completes 16 bytes on the barrier
+            return A.TryCancel(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), bar, s.multicast, s.span)
+        if isinstance(s, A.QueryCancel):
+            sm100.clc_statement(self, s, "query_cancel")
+            buf, tile = self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile)
+            return A.QueryCancel(self.local(s.name, "var", scope, subst, depth, s.span), buf, tile, s.span)
         if isinstance(s, A.CallStmt):
             return self.call(s, scope, subst, depth)
         raise error("syntax", "unsupported statement", getattr(s, "span", None))

@@ -294,6 +294,27 @@ class _Resolver:
             return ("op", INVAL, (self.ref(s.barrier, scope, pre),), site())
         if isinstance(s, A.Exit):
             return ("exit", site())
+        if isinstance(s, A.Break):
+            return ("break", site())
+        if isinstance(s, A.TryCancel):
+            # clusterlaunchcontrol.try_cancel: an async-proxy write of the 16-byte response, completing its bytes on
+            # the barrier (in every CTA of the cluster with .multicast::cluster::all): a TMA load's semantics
+            mask = RConst((1 << self.k.cluster_size) - 1) if s.multicast else None
+            return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre),
+                                     RConst(sm100.CLC_RESPONSE_BYTES), self.ref(s.barrier, scope, pre), mask,
+                                     "try_cancel"), site())
+        if isinstance(s, A.QueryCancel):
+            # a read of response n, then is_canceled: the first `clc` responses of the run are canceled clusters
+            tile = self.expr(s.tile, scope, pre)
+            st = site()
+            read = ("op", READ, (self.ref(s.buffer, scope, pre), tile), st)
+            v = ROp("<", (tile, RChoice(sm100.CLC_CHOICE, ())))
+            if _is_static(v):
+                scope[s.name] = v
+                return ("block", [read])
+            slot = self.new_slot(s.name)
+            scope[s.name] = ("var", slot)
+            return ("block", [read, ("let", slot, v, st)])
         raise error("syntax", f"unsupported statement {type(s).__name__}", getattr(s, "span", None))
 
 
@@ -383,6 +404,7 @@ class _Specialiser:
         self.k = kernel
         self.ghosts = ghosts
         self.code: list[Instr] = []
+        self.breaks: list[list[int]] = []  # per open `for`: its `break` jumps, patched to the loop's exit
 
     def peval(self, e: RExpr | None, site: int) -> RExpr | None:
         if e is None or isinstance(e, (RConst, RVar)):
@@ -478,13 +500,17 @@ class _Specialiser:
                 return  # a loop that never runs
             self.emit(LET, (slot, lo_e), site)
             head = self.emit(BRANCH, (ROp("<", (RVar(slot, ""), hi_e)),), site)
+            self.breaks.append([])
             self.block(body)
-            if isinstance(lo_e, RConst) and isinstance(hi_e, RConst) and self.fold(head, hi_e.value - lo_e.value,
-                                                                                 _slots_of(body) | {slot}, site):
+            breaks = self.breaks.pop()
+            if not breaks and isinstance(lo_e, RConst) and isinstance(hi_e, RConst) and \
+                    self.fold(head, hi_e.value - lo_e.value, _slots_of(body) | {slot}, site):
                 return
             self.emit(LET, (slot, ROp("+", (RVar(slot, ""), RConst(1)))), site)
             self.emit(JUMP, (), site, head)
             self.patch(head, len(self.code))
+            for pc in breaks:  # `break`: to the loop's exit
+                self.patch(pc, len(self.code))
         elif kind == "if":
             _, cond, then, other, site = s
             c = self.peval(cond, site)
@@ -511,6 +537,8 @@ class _Specialiser:
             self.emit(op, self.op_args(op, args, site), site)
         elif kind == "exit":
             self.emit(JUMP, (), s[1], EXIT_TARGET)  # patched to END once the code is complete
+        elif kind == "break":
+            self.breaks[-1].append(self.emit(JUMP, (), s[1]))
         else:
             raise AssertionError(kind)
 
@@ -548,7 +576,7 @@ class _Specialiser:
         for a in args:
             if isinstance(a, RRef):
                 out.append(self.ref(a, site))
-            elif a is None or isinstance(a, int):
+            elif a is None or isinstance(a, (int, str)):  # ghost slots, an mma's CTA count, try_cancel's mark
                 out.append(a)
             elif isinstance(a, tuple):  # mma operands and outputs
                 out.append(tuple((self.ref(r, site), self.peval(t, site)) for r, t in a))

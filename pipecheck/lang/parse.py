@@ -376,6 +376,25 @@ class _Build(Transformer):
     def exit_stmt(self, meta, c):
         return A.Exit(self.s(meta))
 
+    @v_args(meta=True)
+    def break_stmt(self, meta, c):
+        return A.Break(self.s(meta))
+
+    def try_cancel_mc(self, c):
+        return True
+
+    @v_args(meta=True)
+    def try_cancel_stmt(self, meta, c):
+        return A.TryCancel(c[0], c[1], c[2], bool(c[3]), self.s(meta))
+
+    @v_args(meta=True)
+    def query_cancel_stmt(self, meta, c):
+        return A.QueryCancel(str(c[0]), c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def clc(self, meta, c):
+        return A.Clc(c[0], self.s(meta))
+
     def proc_name(self, c):
         return ".".join(str(x) for x in c)
 

@@ -278,6 +278,8 @@ class _Emitter:
             self.op(s[1], s[2], s[3])
         elif kind == "exit":
             self.out(f"PC_AT({self.sid(s[1])}); return;  // exit")
+        elif kind == "break":
+            self.out("break;")
         else:
             raise AssertionError(kind)
 

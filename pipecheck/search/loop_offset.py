@@ -318,6 +318,9 @@ def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
         back = exit_pc - 1
         if ins_[back].op != JUMP or ins_[back].target != head:
             raise Refused("a loop over the bound does not end in its own back edge", ins_[head].site)
+        for pc in bodies[head]:  # a `break`: how many trips run depends on the run, not on K alone
+            if ins_[pc].op == JUMP and ins_[pc].target == exit_pc and pc != back:
+                raise Refused("a `break` leaves a loop over the bound", ins_[pc].site)
     for pc, ins in enumerate(ins_):
         if ins.op == JUMP and ins.target <= pc:
             for head, body in bodies.items():
