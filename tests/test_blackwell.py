@@ -6,6 +6,8 @@ example of each (examples/), these tests pin what each rule looks at.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import ROOT, cli, verify_json, write_spec
 
 
@@ -330,3 +332,231 @@ def test_a_peer_load_with_a_multicast_mask_is_a_rule_error_with_a_location(tmp_p
 def test_replay_refuses_the_two_sm_load_by_name(tmp_path):
     code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(ROOT / "examples/two_sm_load.pipe"))
     assert code == 2 and "'tma_load ... on cta'" in err and "[replay]" in err and ":37:9:" in err
+
+
+# ---------------------------------------------------------------- tcgen05 with cta_group::2 (a CTA pair)
+PAIR = """
+kernel k {{
+  arch sm_100
+  cluster 2
+  smem A bytes 4096
+  tmem ACC bytes 4096
+  mbarrier full count 1
+  mbarrier acc_full count 1
+  role mma thread {{
+    if cta == 0 {{
+      arrive full expect_tx 8192
+    }}
+    tma_load A tile 0 bytes 4096 barrier full cta_group 2
+    if cta == {leader} {{
+      wait full parity 0
+      mma_async A tile 0 into ACC tile 0 cta_group 2
+      mma_commit acc_full{mask}
+    }}
+  }}
+  role epi warp {{
+    {wait}
+    read ACC tile 0
+  }}
+}}
+"""
+
+
+def pair(tmp_path, name: str, leader: int = 0, mask: str = " multicast 0b11",
+         wait: str = "wait acc_full parity 0") -> Path:
+    return write_spec(tmp_path, PAIR.format(leader=leader, mask=mask, wait=wait), name)
+
+
+def test_a_pair_mma_reads_both_ctas_and_writes_both_halves(tmp_path):
+    assert verify_json(pair(tmp_path, "ok.pipe"))["verdict"] == "verified"
+    # the leader's MMA needs the peer's half landed: without the leader's expect_tx counting it, it reads early
+    text = PAIR.format(leader=0, mask=" multicast 0b11", wait="wait acc_full parity 0").replace(
+        "expect_tx 8192", "expect_tx 4096")
+    data = verify_json(write_spec(tmp_path, text, "half.pipe"))
+    assert "stale-read" in codes(data) and lines(data, "stale-read") == {16}  # the mma_async
+
+
+def test_a_commit_that_misses_the_peer_leaves_its_epilogue_hanging(tmp_path):
+    data = verify_json(pair(tmp_path, "nomask.pipe", mask=""))
+    assert codes(data) == {"hang"}
+    assert "cta1.epi" in data["findings"][0]["message"] and "acc_full" in data["findings"][0]["message"]
+
+
+def test_the_peer_reading_its_half_before_the_commit_is_a_stale_read(tmp_path):
+    data = verify_json(pair(tmp_path, "early.pipe", wait="if cta == 0 {\n      wait acc_full parity 0\n    }"))
+    assert "stale-read" in codes(data)
+    assert any(f["code"] == "stale-read" and "cta1.ACC" in f["message"] for f in data["findings"])
+
+
+def test_a_pair_mma_from_the_odd_cta_is_a_rule_error_with_a_location(tmp_path):
+    path = pair(tmp_path, "odd.pipe", leader=1)
+    code, out, err = cli("verify", str(path))
+    assert code == 2 and f"{path}:16:7:" in err and "[rule]" in err and "CTA 1" in err and "Traceback" not in err
+
+
+def test_cta_group_2_needs_an_even_cluster_and_sm_100(tmp_path):
+    for old, new, line in (("cluster 2", "cluster 3", 13), ("cluster 2", "cluster 1", 13), ("arch sm_100", "arch sm_90", 13)):
+        path = write_spec(tmp_path, PAIR.format(leader=0, mask="", wait="").replace(old, new), "bad.pipe")
+        code, out, err = cli("check", str(path))
+        assert code == 2 and f"{path}:{line}:" in err and "[rule]" in err and "Traceback" not in err, (new, err)
+    path = write_spec(tmp_path, PAIR.format(leader=0, mask="", wait="").replace("cta_group 2\n", "cta_group 3\n"))
+    code, out, err = cli("check", str(path))
+    assert code == 2 and f"{path}:13:" in err and "1 or 2" in err
+
+
+def test_a_peer_exiting_under_the_pair_mma_is_exit_inflight(tmp_path):
+    # the leader waits for its own commit; the peer's epilogue does nothing, so CTA 1 may exit while the MMA reads it
+    text = PAIR.format(leader=0, mask="", wait="").replace("    read ACC tile 0\n", "").replace(
+        "      mma_commit acc_full\n", "      mma_commit acc_full\n      wait acc_full parity 0\n")
+    data = verify_json(write_spec(tmp_path, text, "exit.pipe"), "--all")
+    assert any(f["code"] == "exit-inflight" and "CTA 1 exits while an mma_async" in f["message"]
+               for f in data["findings"] + [c for f in data["findings"] for c in f.get("consequences", ())])
+
+
+def test_the_examples_of_the_pair_mma():
+    assert verify_json(ROOT / "examples/umma_2sm.pipe")["verdict"] == "verified"
+    assert codes(verify_json(ROOT / "examples/bugs/umma_2sm_commit_not_multicast.pipe")) == {"hang"}
+    data = verify_json(ROOT / "examples/bugs/umma_2sm_peer_skips_empty_wait.pipe")
+    assert codes(data) == {"overwrite", "stale-read"}
+    assert any("cta1.AB" in f["message"] for f in data["findings"] if f["code"] == "overwrite")
+
+
+def test_the_pair_mma_from_bmc(tmp_path):
+    assert verify_json(pair(tmp_path, "ok.pipe"), "--engine", "bmc")["verdict"] == "verified"
+    assert codes(verify_json(pair(tmp_path, "nomask.pipe", mask=""), "--engine", "bmc")) == {"hang"}
+    early = pair(tmp_path, "early.pipe", wait="if cta == 0 {\n      wait acc_full parity 0\n    }")
+    assert "stale-read" in codes(verify_json(early, "--engine", "bmc"))
+
+
+def test_replay_refuses_the_pair_mma_by_name(tmp_path):
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(pair(tmp_path, "ok.pipe")))
+    assert code == 2 and "cta_group 2" in err and "[replay]" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- cluster launch control (try_cancel, query_cancel)
+CLC = """
+kernel k {{
+  arch sm_100
+  clc {bound}
+  param STAGES = 2 in 1..2
+  param MAX_TILES = 4 in 1..8
+  smem R[STAGES] bytes 16
+  smem A bytes 4096
+  mbarrier clc_full[STAGES] count 1
+  mbarrier clc_empty[STAGES] count 2
+  role sched thread {{
+    ring st(STAGES, phase = 1)
+    for n in 0 .. MAX_TILES {{
+      {acquire}
+      arrive clc_full[st.index] expect_tx 16
+      try_cancel R[st.index] tile n barrier clc_full[st.index]
+      let cst = st.index
+      let cph = st.phase ^ 1
+      wait clc_full[cst] parity cph
+      let more = query_cancel R[cst] tile n
+      arrive clc_empty[cst]
+      advance st
+      if !more {{ break }}
+    }}
+  }}
+  role worker thread {{
+    ring st(STAGES)
+    for n in 0 .. MAX_TILES {{
+      write A tile n
+      {wait}
+      let more = query_cancel R[st.index] tile n
+      arrive clc_empty[st.index]
+      advance st
+      if !more {{ break }}
+    }}
+  }}
+}}
+"""
+
+
+def clc(tmp_path, name: str, bound: int = 2, acquire: str = "wait clc_empty[st.index] parity st.phase",
+        wait: str = "wait clc_full[st.index] parity st.phase") -> Path:
+    return write_spec(tmp_path, CLC.format(bound=bound, acquire=acquire, wait=wait), name)
+
+
+def test_a_clc_tile_loop_verifies_for_every_count_of_canceled_clusters(tmp_path):
+    data = verify_json(clc(tmp_path, "ok.pipe"))
+    assert data["verdict"] == "verified", data["findings"]
+    assert data["stats"]["configurations"] == 3  # clc 0, 1 and 2 clusters taken over
+
+
+def test_the_roles_agree_on_the_answer_so_the_loop_length_follows_clc(tmp_path):
+    # a worker that ignores the answer runs all 4 tiles; the scheduler stops after the first failed response, so
+    # the worker waits for a response that never comes unless all 3 of clc 3's responses before the 4th succeed
+    text = CLC.format(bound=3, acquire="wait clc_empty[st.index] parity st.phase",
+                      wait="wait clc_full[st.index] parity st.phase").replace(
+        "      advance st\n      if !more { break }\n    }\n  }\n}", "      advance st\n    }\n  }\n}")
+    data = verify_json(write_spec(tmp_path, text, "ignores.pipe"))
+    assert codes(data) == {"hang"}
+    assert data["findings"][0]["condition"] == "clc != 3"
+
+
+def test_reading_the_response_before_its_barrier_is_a_stale_read(tmp_path):
+    data = verify_json(clc(tmp_path, "stale.pipe", wait=""))
+    assert codes(data) >= {"stale-read"}
+    assert lines(data, "stale-read") == {31}  # the worker's query_cancel
+
+
+def test_reusing_the_response_before_the_consumers_read_it_is_an_overwrite(tmp_path):
+    data = verify_json(clc(tmp_path, "reuse.pipe", acquire=""), "--all")
+    assert "overwrite" in codes(data)
+    assert 31 in lines(data, "overwrite")
+
+
+def test_clc_from_bmc(tmp_path):
+    assert codes(verify_json(clc(tmp_path, "stale.pipe", wait=""), "--engine", "bmc")) == {"stale-read"}
+    assert codes(verify_json(clc(tmp_path, "reuse.pipe", acquire=""), "--engine", "bmc")) == {"overwrite"}
+
+
+def test_clc_rules_are_errors_with_locations(tmp_path):
+    base = CLC.format(bound=2, acquire="", wait="")
+    cases = [(base.replace("sm_100", "sm_90"), 16, "sm_100 only"),
+             (base.replace("  clc 2\n", ""), 15, "`clc N`"),
+             (base.replace("R[STAGES] bytes 16", "R[STAGES] bytes 32"), 16, "16 bytes"),
+             (base.replace("  role worker thread {\n", "  role worker thread {\n    break\n"), 27, "`break`"),
+             (base.replace("clc 2", "clc 99"), 4, "outside 0..16")]
+    for text, line, words in cases:
+        path = write_spec(tmp_path, text, "bad.pipe")
+        code, out, err = cli("check", str(path))
+        assert code == 2 and f"{path}:{line}:" in err and words in err and "Traceback" not in err, (words, err)
+
+
+def test_break_leaves_the_innermost_loop(tmp_path):
+    text = """
+kernel k {
+  smem A[2] bytes 4096
+  mbarrier full[2] count 1
+  role r thread {
+    for i in 0 .. 2 {
+      for j in 0 .. 5 {
+        if j == 1 { break }
+        arrive full[i] expect_tx 4096
+        tma_load A[i] tile i bytes 4096 barrier full[i]
+        wait full[i] parity 0
+        read A[i] tile i
+      }
+    }
+  }
+}
+"""
+    assert verify_json(write_spec(tmp_path, text))["verdict"] == "verified"  # j = 1 breaks: one phase per barrier
+    assert codes(verify_json(write_spec(tmp_path, text.replace("j == 1", "j == 2"), "two.pipe"))) >= {"hang"}
+
+
+def test_the_examples_of_cluster_launch_control():
+    data = verify_json(ROOT / "examples/clc_scheduler.pipe")
+    assert data["verdict"] == "verified" and data["stats"]["configurations"] == 3
+    assert codes(verify_json(ROOT / "examples/bugs/clc_read_before_wait.pipe")) == {"stale-read"}
+    assert codes(verify_json(ROOT / "examples/bugs/clc_response_reuse.pipe")) == {"overwrite"}
+
+
+def test_replay_and_every_refuse_clc_by_name(tmp_path):
+    code, out, err = cli("replay", "--emit-cuda", str(tmp_path / "o.cu"), str(clc(tmp_path, "ok.pipe")))
+    assert code == 2 and "'try_cancel" in err and "[replay]" in err and ":16:" in err
+    code, out, err = cli("verify", str(clc(tmp_path, "ok.pipe")), "--every", "MAX_TILES")
+    assert code == 2 and "`break`" in err and "Traceback" not in err

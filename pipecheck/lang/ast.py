@@ -191,6 +191,8 @@ class TmaLoad:
     barrier: Ref | None
     multicast: Expr | None
     cta: Expr | None  # `on cta r`: lands in CTA r's buffer and completes on CTA r's barrier (2-SM load)
+    # `cta_group 2`: lands in the issuer's buffer and completes on the barrier of its pair's leader (even) CTA
+    cta_group: Expr | None = None
     span: Span = _span()
 
 
@@ -229,6 +231,8 @@ class Operand:
 class MmaAsync:
     operands: tuple[Operand, ...]
     out: Operand | None = None  # `into ACC[j] tile t`: the accumulator it writes (tcgen05 TMEM)
+    # `cta_group 2` (tcgen05.mma.cta_group::2): the leader CTA's MMA reads both CTAs' operands, writes both halves
+    cta_group: Expr | None = None
     span: Span = _span()
 
 
@@ -338,6 +342,38 @@ class Inval:
 
 @dataclass(frozen=True)
 class Exit:
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Break:
+    """`break`: leaves the innermost `for` (a tile loop driven by cluster launch control's answer)."""
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TryCancel:
+    """`try_cancel R[i] tile n barrier b [multicast]`: clusterlaunchcontrol.try_cancel (PTX ISA 9.7.13.17)."""
+    buffer: Ref
+    tile: Expr
+    barrier: Ref
+    multicast: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class QueryCancel:
+    """`let v = query_cancel R[i] tile n`: reads the response, v = clusterlaunchcontrol.query_cancel.is_canceled."""
+    name: str
+    buffer: Ref
+    tile: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Clc:
+    """`clc N` (kernel item): cluster launch control may hand this cluster up to N more clusters' work."""
+    count: Expr
     span: Span = _span()
 
 

@@ -15,6 +15,7 @@ from ..core.words import did_you_mean
 from ..model.ir import c_div, c_mod
 from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
+from . import check_sm100 as sm100
 
 # the spelling of each tcgen05 statement (ast.Tcgen05.kind) and its PTX instruction
 TCGEN05_WORDS = {"before_thread_sync": "tcgen05_before_thread_sync", "after_thread_sync": "tcgen05_after_thread_sync",
@@ -248,6 +249,9 @@ class _Checker:
                 elif isinstance(item, A.KChoose):
                     self.declare(item.name, "kernel choice", item.span)
                     kchooses.append(self.kchoose(item))
+                elif isinstance(item, A.Clc):
+                    self.declare(sm100.CLC_CHOICE, "kernel choice", item.span)
+                    kchooses.append(sm100.clc_decl(item, self.env, KChooseDecl))
                 elif isinstance(item, A.TensorMap):
                     self.declare(item.name, "tensor map", item.span)
                     tensormaps.append(self.tensormap(item))
@@ -267,6 +271,7 @@ class _Checker:
         checked_roles: list[RoleDecl] = []
         ctx = _BodyContext(self, {b.name: b for b in barriers}, {b.name: b for b in buffers},
                            {c.name: c for c in kchooses}, {t.name for t in tensormaps}, arch)
+        ctx.cluster_size = math.prod(cluster)
         bodies_failed = False
         for role in roles:
             try:
@@ -434,6 +439,8 @@ class _BodyContext:
                  kchooses: dict[str, KChooseDecl], tensormaps: set[str], arch: str = "sm_90"):
         self.c = checker
         self.arch = arch
+        self.cluster_size = 1
+        self._loops = 0  # `for` loops open around the statement being checked (`break` needs one)
         self.barriers = barriers
         self.buffers = buffers
         self.kchooses = kchooses
@@ -634,7 +641,11 @@ class _BodyContext:
             inner = _Scope(scope)
             isubst = dict(subst)
             new_name = self.local(s.var, "var", inner, isubst, depth, s.span)
-            body = self.block(s.body, inner, isubst, depth)
+            self._loops += 1
+            try:
+                body = self.block(s.body, inner, isubst, depth)
+            finally:
+                self._loops -= 1
             return A.For(new_name, lo, hi, body, s.span)
         if isinstance(s, A.If):
             return A.If(ex(s.cond), self.block(s.then, scope, subst, depth), self.block(s.other, scope, subst, depth), s.span)
@@ -675,10 +686,15 @@ class _BodyContext:
             if s.cta is not None and s.multicast is not None:
                 raise error("rule", "a tma_load lands either in the CTAs of a multicast mask or, with `on cta r`, in "
                             "CTA r alone: give one of them", s.cta.span)
+            group = sm100.cta_group(s.cta_group, self.c.env, self.arch, self.cluster_size, "a tma_load")
+            if group == 2 and (s.cta is not None or s.multicast is not None):
+                raise error("rule", "a tma_load with cta_group 2 lands in the issuing CTA and completes on its pair "
+                            "leader's barrier; together with `on cta` or `multicast` it is not modelled",
+                            s.cta_group.span)
             bar = self.ref(s.barrier, scope, subst, "mbarrier")
             self.tx_sources.add(bar.name)
             return A.TmaLoad(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), ex(s.bytes), s.tensormap,
-                             bar, ex(s.multicast), ex(s.cta), s.span)
+                             bar, ex(s.multicast), ex(s.cta), A.Num(group, s.span) if group == 2 else None, s.span)
         if isinstance(s, A.TmaStore):
             if s.barrier is not None:
                 raise error("rule", "a tma_store completes through bulk groups, not an mbarrier: drop `barrier` and use "
@@ -693,7 +709,8 @@ class _BodyContext:
             out = None
             if s.out is not None:
                 out = A.Operand(self.ref(s.out.buffer, scope, subst, "smem buffer"), ex(s.out.tile), s.out.span)
-            return A.MmaAsync(ops, out, s.span)
+            group = sm100.cta_group(s.cta_group, self.c.env, self.arch, self.cluster_size, "an mma_async")
+            return A.MmaAsync(ops, out, A.Num(group, s.span) if group == 2 else None, s.span)
         if isinstance(s, A.CpAsync):
             return A.CpAsync(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), s.span)
         if isinstance(s, A.MmaWait):
@@ -733,6 +750,19 @@ class _BodyContext:
                 raise error("rule", f"'{word}' is a tcgen05 instruction, which exists on sm_100 only; this kernel is "
                             f"arch {self.arch} (write `arch sm_100`)", s.span)
             return s
+        if isinstance(s, A.Break):
+            if not self._loops:
+                raise error("rule", "`break` leaves a `for` loop, and there is none around it", s.span)
+            return s
+        if isinstance(s, A.TryCancel):
+            sm100.clc_statement(self, s, "try_cancel")
+            bar = self.ref(s.barrier, scope, subst, "mbarrier")
+            self.tx_sources.add(bar.name)  # its response completes 16 bytes on the barrier
+            return A.TryCancel(self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile), bar, s.multicast, s.span)
+        if isinstance(s, A.QueryCancel):
+            sm100.clc_statement(self, s, "query_cancel")
+            buf, tile = self.ref(s.buffer, scope, subst, "smem buffer"), ex(s.tile)
+            return A.QueryCancel(self.local(s.name, "var", scope, subst, depth, s.span), buf, tile, s.span)
         if isinstance(s, A.CallStmt):
             return self.call(s, scope, subst, depth)
         raise error("syntax", "unsupported statement", getattr(s, "span", None))

@@ -18,6 +18,7 @@ from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELI
                         RRef, RRing, RVar, Site)
 from ..model.threads import FULL_MASK, Config, ThreadClass, class_label
 from . import ast as A
+from . import check_sm100 as sm100
 from .check import BUILTINS, CheckedKernel, Inlined, binop, eval_const
 
 # ---------------------------------------------------------------- resolution
@@ -226,9 +227,11 @@ class _Resolver:
             if nbytes is None:
                 tm = next(t for t in self.k.tensormaps if t.name == s.tensormap)
                 nbytes = RConst(tensormap_box_bytes(tm))
-            # `on cta r`: the buffer and the barrier are CTA r's (a 2-SM load lands in the peer)
+            # `on cta r`: the buffer and the barrier are CTA r's (a 2-SM load lands in the peer); `cta_group 2`:
+            # the buffer is the issuer's and the barrier its pair leader's (CUTLASS's SM100 2SM TMA)
+            bar_cta = sm100.pair_leader() if s.cta_group is not None else s.cta
             return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre, s.cta), self.expr(s.tile, scope, pre), nbytes,
-                                     self.ref(s.barrier, scope, pre, s.cta), ex(s.multicast)), site())
+                                     self.ref(s.barrier, scope, pre, bar_cta), ex(s.multicast)), site())
         if isinstance(s, A.TmaStore):
             return ("op", TMA_STORE, (self.ref(s.buffer, scope, pre), ex(s.tile)), site())
         if isinstance(s, A.Read):
@@ -237,9 +240,12 @@ class _Resolver:
             return ("op", WRITE, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre)), site())
         if isinstance(s, A.MmaAsync):
             self.mma = True
-            ops = tuple((self.ref(o.buffer, scope, pre), ex(o.tile)) for o in s.operands)
-            out = (self.ref(s.out.buffer, scope, pre), ex(s.out.tile)) if s.out is not None else None
-            return ("op", MMA, (ops, out), site())
+            # the CTAs it reads and writes: its own, and with cta_group 2 the pair's peer too (same buffer index)
+            ctas = (None, sm100.peer_of_leader()) if s.cta_group is not None else (None,)
+            ops = tuple((self.ref(o.buffer, scope, pre, k), ex(o.tile)) for k in ctas for o in s.operands)
+            outs = tuple((self.ref(s.out.buffer, scope, pre, k), ex(s.out.tile)) for k in ctas) if s.out is not None \
+                else ()
+            return ("op", MMA, (ops, outs, len(ctas)), site())
         if isinstance(s, A.CpAsync):
             return ("op", CP_ASYNC, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre)), site())
         if isinstance(s, A.MmaWait):
@@ -288,6 +294,27 @@ class _Resolver:
             return ("op", INVAL, (self.ref(s.barrier, scope, pre),), site())
         if isinstance(s, A.Exit):
             return ("exit", site())
+        if isinstance(s, A.Break):
+            return ("break", site())
+        if isinstance(s, A.TryCancel):
+            # clusterlaunchcontrol.try_cancel: an async-proxy write of the 16-byte response, completing its bytes on
+            # the barrier (in every CTA of the cluster with .multicast::cluster::all): a TMA load's semantics
+            mask = RConst((1 << self.k.cluster_size) - 1) if s.multicast else None
+            return ("op", TMA_LOAD, (self.ref(s.buffer, scope, pre), self.expr(s.tile, scope, pre),
+                                     RConst(sm100.CLC_RESPONSE_BYTES), self.ref(s.barrier, scope, pre), mask,
+                                     "try_cancel"), site())
+        if isinstance(s, A.QueryCancel):
+            # a read of response n, then is_canceled: the first `clc` responses of the run are canceled clusters
+            tile = self.expr(s.tile, scope, pre)
+            st = site()
+            read = ("op", READ, (self.ref(s.buffer, scope, pre), tile), st)
+            v = ROp("<", (tile, RChoice(sm100.CLC_CHOICE, ())))
+            if _is_static(v):
+                scope[s.name] = v
+                return ("block", [read])
+            slot = self.new_slot(s.name)
+            scope[s.name] = ("var", slot)
+            return ("block", [read, ("let", slot, v, st)])
         raise error("syntax", f"unsupported statement {type(s).__name__}", getattr(s, "span", None))
 
 
@@ -377,6 +404,7 @@ class _Specialiser:
         self.k = kernel
         self.ghosts = ghosts
         self.code: list[Instr] = []
+        self.breaks: list[list[int]] = []  # per open `for`: its `break` jumps, patched to the loop's exit
 
     def peval(self, e: RExpr | None, site: int) -> RExpr | None:
         if e is None or isinstance(e, (RConst, RVar)):
@@ -472,13 +500,17 @@ class _Specialiser:
                 return  # a loop that never runs
             self.emit(LET, (slot, lo_e), site)
             head = self.emit(BRANCH, (ROp("<", (RVar(slot, ""), hi_e)),), site)
+            self.breaks.append([])
             self.block(body)
-            if isinstance(lo_e, RConst) and isinstance(hi_e, RConst) and self.fold(head, hi_e.value - lo_e.value,
-                                                                                 _slots_of(body) | {slot}, site):
+            breaks = self.breaks.pop()
+            if not breaks and isinstance(lo_e, RConst) and isinstance(hi_e, RConst) and \
+                    self.fold(head, hi_e.value - lo_e.value, _slots_of(body) | {slot}, site):
                 return
             self.emit(LET, (slot, ROp("+", (RVar(slot, ""), RConst(1)))), site)
             self.emit(JUMP, (), site, head)
             self.patch(head, len(self.code))
+            for pc in breaks:  # `break`: to the loop's exit
+                self.patch(pc, len(self.code))
         elif kind == "if":
             _, cond, then, other, site = s
             c = self.peval(cond, site)
@@ -505,6 +537,8 @@ class _Specialiser:
             self.emit(op, self.op_args(op, args, site), site)
         elif kind == "exit":
             self.emit(JUMP, (), s[1], EXIT_TARGET)  # patched to END once the code is complete
+        elif kind == "break":
+            self.breaks[-1].append(self.emit(JUMP, (), s[1]))
         else:
             raise AssertionError(kind)
 
@@ -535,15 +569,16 @@ class _Specialiser:
         return True
 
     def op_args(self, op: str, args: tuple, site: int) -> tuple:
+        if op == MMA and args[2] == 2 and self.ident.cta % 2:
+            raise EvalError(f"an mma_async with cta_group 2 is issued by the leader CTA of a pair (an even rank), "
+                            f"but CTA {self.ident.cta} reaches it: guard it with `if cta % 2 == 0`", site, "rule")
         out: list = []
         for a in args:
             if isinstance(a, RRef):
                 out.append(self.ref(a, site))
-            elif a is None or isinstance(a, int):
+            elif a is None or isinstance(a, (int, str)):  # ghost slots, an mma's CTA count, try_cancel's mark
                 out.append(a)
-            elif isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], RRef):  # mma output operand
-                out.append((self.ref(a[0], site), self.peval(a[1], site)))
-            elif isinstance(a, tuple):  # mma operands
+            elif isinstance(a, tuple):  # mma operands and outputs
                 out.append(tuple((self.ref(r, site), self.peval(t, site)) for r, t in a))
             else:
                 out.append(self.peval(a, site))

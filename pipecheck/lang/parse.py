@@ -223,6 +223,9 @@ class _Build(Transformer):
     def opt_multicast(self, c):
         return ("multicast", c[0])
 
+    def opt_cta_group(self, c):
+        return ("cta_group", c[0])
+
     def opt_tile(self, c):
         return ("tile", c[0])
 
@@ -256,8 +259,9 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def tma_load_stmt(self, meta, c):
-        o = self._opts(meta, c[2:], ("bytes", "map", "barrier", "multicast", "cta"))
-        return A.TmaLoad(c[0], c[1], o["bytes"], o["map"], o["barrier"], o["multicast"], o["cta"], self.s(meta))
+        o = self._opts(meta, c[2:], ("bytes", "map", "barrier", "multicast", "cta", "cta_group"))
+        return A.TmaLoad(c[0], c[1], o["bytes"], o["map"], o["barrier"], o["multicast"], o["cta"], o["cta_group"],
+                         self.s(meta))
 
     @v_args(meta=True)
     def tma_store_stmt(self, meta, c):
@@ -278,7 +282,7 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def mma_async_stmt(self, meta, c):
-        return A.MmaAsync(tuple(x for x in c[:-1]), c[-1], self.s(meta))
+        return A.MmaAsync(tuple(x for x in c[:-2]), c[-2], c[-1], self.s(meta))
 
     @v_args(meta=True)
     def cp_async_stmt(self, meta, c):
@@ -371,6 +375,25 @@ class _Build(Transformer):
     @v_args(meta=True)
     def exit_stmt(self, meta, c):
         return A.Exit(self.s(meta))
+
+    @v_args(meta=True)
+    def break_stmt(self, meta, c):
+        return A.Break(self.s(meta))
+
+    def try_cancel_mc(self, c):
+        return True
+
+    @v_args(meta=True)
+    def try_cancel_stmt(self, meta, c):
+        return A.TryCancel(c[0], c[1], c[2], bool(c[3]), self.s(meta))
+
+    @v_args(meta=True)
+    def query_cancel_stmt(self, meta, c):
+        return A.QueryCancel(str(c[0]), c[1], c[2], self.s(meta))
+
+    @v_args(meta=True)
+    def clc(self, meta, c):
+        return A.Clc(c[0], self.s(meta))
 
     def proc_name(self, c):
         return ".".join(str(x) for x in c)

@@ -269,8 +269,8 @@ def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CI
             ci.a, ci.b = buf(a[0], site), opt(a[1])
         elif op == MMA:
             ci.a = tuple((buf(r, site), opt(t)) for r, t in a[0])
-            ci.c = (buf(a[1][0], site), opt(a[1][1])) if a[1] is not None else None
-            ci.b = a[2]
+            ci.c = tuple((buf(r, site), opt(t)) for r, t in a[1])  # the accumulators it writes (two: cta_group 2)
+            ci.b = a[-1]
         elif op == MMA_WAIT:
             ci.a, ci.b = compile_expr(a[0]), a[1]
         elif op == MMA_COMMIT:

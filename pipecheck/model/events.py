@@ -49,10 +49,9 @@ class AsyncEvents:
         mmas = s.mmas[:u] + ((done + 1, forming, inflight[1:]),) + s.mmas[u + 1:]
         t = s._replace(mmas=mmas)
         findings: tuple = ()
-        if result is not None:
-            buf, tag = result
-            findings = tuple(self.hazards.write_hazards(t, c, site, buf, f"the mma_async of {self.unit_labels[u]} writes tile "
-                                                 f"{tag} into", landing=True))
+        for buf, tag in result:  # both CTAs' accumulator halves with cta_group 2
+            findings += tuple(self.hazards.write_hazards(t, c, site, buf, f"the mma_async of {self.unit_labels[u]} writes tile "
+                                                  f"{tag} into", landing=True))
             if self.tcgen05 is not None:
                 findings += tuple(self.tcgen05.use_after_free(t, c, buf, site, "completes an mma_async into"))
             t = t._replace(bufs=self.hazards.retag(t.bufs, buf, tag if tag is not None else t.bufs[buf]))
@@ -134,7 +133,8 @@ class AsyncEvents:
                                    "behaviour (may corrupt or fault)", site, src))
                 break
         for u, (done, forming, inflight) in enumerate(s.mmas):
-            if inflight and self.unit_cta[u] == cta:
+            # the unit's CTA, or a peer whose SMEM or TMEM a cta_group 2 MMA of the unit reads or writes
+            if inflight and (self.unit_cta[u] == cta or any(b // pb == cta for q in inflight for b, _ in q[1] + q[4])):
                 out.append(Finding("exit-inflight", f"CTA {cta} exits while an mma_async of {self.unit_labels[u]} still "
                                    "reads its shared memory", inflight[0][2], inflight[0][3]))
                 break

@@ -125,10 +125,12 @@ class Hazards:
                                     "into it is in flight: the tile is being replaced under its reader", site, c,
                                     notes=((f"the {kind} of tile {op[1]}", op[4]),), victim="stage")]
             for u, (_, _, inflight) in enumerate(s.mmas):
-                for seq, ops, msite, mc, out in inflight:
-                    if out is not None and out[0] == buf:
-                        return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
-                                        f"{self.unit_labels[u]} writes tile {out[1]} into it", site, c, victim="accumulator")]
+                for seq, ops, msite, mc, outs in inflight:
+                    for ob, otag in outs:
+                        if ob == buf:
+                            return [Finding("overwrite", f"{who} {what} {name} for tile {want} while an mma_async of "
+                                            f"{self.unit_labels[u]} writes tile {otag} into it", site, c,
+                                            victim="accumulator")]
             return []
         if have == CLOBBERED:
             return [Finding("overwrite", f"{who} {what} {name} for tile {want}, but its storage was overwritten through "
@@ -163,8 +165,8 @@ class Hazards:
             return [Finding("overwrite", f"{who} {what} {name}, but its storage was overwritten through a buffer "
                             "over it", site, c, victim="alias")]
         for u, (_, _, inflight) in enumerate(s.mmas):
-            for seq, ops, msite, mc, out in inflight:
-                if out is not None and out[0] == buf:
+            for seq, ops, msite, mc, outs in inflight:
+                if any(ob == buf for ob, _ in outs):
                     return [Finding("overwrite", f"{who} {what} {name} while an mma_async of {self.unit_labels[u]} "
                                     "writes into it", site, c, victim="accumulator")]
         return []

@@ -78,9 +78,10 @@ RExpr = RConst | RVar | RBuiltin | RElect | RRing | RChoice | ROp
 class EvalError(Exception):
     """A runtime value error in the spec (index out of range, division by zero)."""
 
-    def __init__(self, message: str, site: int):
+    def __init__(self, message: str, site: int, code: str = "value"):
         super().__init__(message)
         self.site = site
+        self.code = code  # the diagnostic's code: "value", or "rule" for a rule only a thread's CTA decides
 
 
 class ValueFault(ArithmeticError):

@@ -53,6 +53,14 @@ class Layout:
         """The buffer at `buf`'s place in CTA `cta`."""
         return cta * self.nbuf + buf % self.nbuf
 
+    def load_targets(self, buf: int, bar: int, mask: int | None) -> list[tuple[int, int]]:
+        """Where a TMA load lands and completes: (buffer, barrier) per landing. Without a multicast mask the
+        buffer and barrier as resolved (the issuer's, CTA r's with `on cta r`, the pair leader's barrier with
+        `cta_group 2`); with one, the same places in each CTA of the mask."""
+        if mask is None:
+            return [(buf, bar)]
+        return [(self.buf_in(k, buf), self.bar_in(k, bar)) for k in self.ctas(mask)]
+
     def _decl_index(self, decls, off: int) -> int:
         for i, d in enumerate(decls):
             if off < d.size:

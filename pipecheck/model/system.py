@@ -24,7 +24,7 @@ from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, 
                  Program, Site)
 from .kernel import KernelShape
 from .layout import Layout
-from .tcgen05 import SYNC_KINDS, Tcgen05Order
+from .tcgen05 import Tcgen05Order
 from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
 from .threads import ThreadClass, compact_names
 
@@ -249,11 +249,8 @@ class Model:
             elif op is EXPECT_TX or op is COMPLETE_TX:
                 ops.append(("tx", ins.a(env, cta)))
             elif op is TMA_LOAD:
-                buf, bar = ins.a(env, cta), ins.d(env, cta)
-                targets = [bar // lay.nbar]  # the issuer's CTA, or with `on cta r` CTA r's
-                if ins.e is not None:
-                    targets = lay.ctas(ins.e(env))
-                ops.append(("load", tuple((lay.buf_in(k, buf), lay.bar_in(k, bar), k) for k in targets), ins.c(env), m))
+                places = lay.load_targets(ins.a(env, cta), ins.d(env, cta), ins.e(env) if ins.e is not None else None)
+                ops.append(("load", tuple((b, g, b // lay.nbuf) for b, g in places), ins.c(env), m))
             elif op is CP_ASYNC:
                 ops.append(("cpasync", ins.a(env, cta), c))
                 env2 = env[:ins.d] + (env[ins.d] + 1,) + env[ins.d + 1:]
@@ -275,8 +272,8 @@ class Model:
             elif op is MMA:
                 u = model.mma_unit[c]
                 seq = env[ins.b]
-                out = ins.c[0](env, cta) if ins.c is not None else -1
-                ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, out))
+                outs = tuple(r(env, cta) for r, _ in ins.c)
+                ops.append(("join", u, seq, tuple(r(env, cta) for r, _ in ins.a), m, outs))
                 env2 = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]
             elif op is MMA_WAIT:
                 ops.append(("mwait", model.mma_unit[c], env[ins.b] - ins.a(env)))
@@ -532,20 +529,16 @@ class Model:
             self._barrier_op(s, c, gi, pc, env, m, ins, out)
         elif op is TMA_LOAD:
             buf, tag, nbytes, bar = ins.a(env, cta), ins.b(env), ins.c(env), ins.d(env, cta)
-            targets = [bar // self.layout.nbar]  # the issuer's CTA, or with `on cta r` CTA r's (2-SM load)
-            if ins.e is not None:
-                mask = ins.e(env)
-                targets = self.layout.ctas(mask)
-                if not targets:
-                    raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
-            lay = self.layout
+            mask = ins.e(env) if ins.e is not None else None
+            places = self.layout.load_targets(buf, bar, mask)  # 2-SM loads: another CTA's buffer or barrier
+            if not places:
+                raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
             findings = []
             new = []
-            for k in targets:
-                gid = lay.bar_in(k, bar)
+            for lb, gid in places:
                 use = self.hazards.barrier_use(s, c, gid, ins.site, "issues a TMA load completing on")
                 findings += use + self.hazards.async_init_visible(s, c, gid, ins.site, use)
-                new += [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)] * m
+                new += [(lb, tag, nbytes, gid, ins.site, c, -1)] * m
             self._emit(out, s, c, gi, pc + 1, env, m, findings, flight=tuple(sorted(s.flight + tuple(new))))
         elif op is CP_ASYNC:
             buf, tag, seq = ins.a(env, cta), ins.b(env), env[ins.d]
@@ -764,7 +757,8 @@ class Model:
         cta = self.classes[c].cta
         seq = env[ins.b]
         ops = tuple((r(env, cta), t(env) if t is not None else None) for r, t in ins.a)
-        result = (ins.c[0](env, cta), ins.c[1](env) if ins.c[1] is not None else None) if ins.c is not None else None
+        # the accumulators it writes when it completes: (buffer, tile) pairs, both CTAs' halves with cta_group 2
+        result = tuple((r(env, cta), t(env) if t is not None else None) for r, t in ins.c)
         done, forming, inflight = s.mmas[u]
         joined = m
         rest = []
@@ -777,8 +771,8 @@ class Model:
         t5 = s.t5
         if not self.wgmma:  # tcgen05.mma
             findings, t5 = self.t5.work(s, c, ins.site, "issues an mma_async (tcgen05.mma)")
-            if result is not None:
-                findings += self.t5.use_after_free(s, c, result[0], ins.site, "issues an mma_async into")
+            for buf, _ in result:
+                findings += self.t5.use_after_free(s, c, buf, ins.site, "issues an mma_async into")
         if joined >= self.unit_size[u]:
             for buf, tag in ops:
                 findings.extend(self.hazards.read_hazards(s, c, ins.site, buf, tag, "reads",

@@ -112,10 +112,11 @@ class Tcgen05Order:
     def dealloc(self, s: State, c: int, cta: int, site: int) -> tuple[list[Finding], tuple]:
         findings = []
         for _, _, inflight in s.mmas:
-            for seq, ops, msite, mc, out in inflight:
-                if out is not None and self.tmem_ctas.get(out[0]) == cta:
+            for seq, ops, msite, mc, outs in inflight:
+                hit = next((ob for ob, _ in outs if self.tmem_ctas.get(ob) == cta), None)
+                if hit is not None:
                     findings.append(Finding("tmem-free-inflight", f"{self.labels[c]} deallocates the CTA's tensor "
-                                            f"memory while an mma_async still writes {self.layout.buf_names[out[0]]}: "
+                                            f"memory while an mma_async still writes {self.layout.buf_names[hit]}: "
                                             "wait for its tcgen05.commit before tmem_dealloc", site, c,
                                             notes=(("the mma_async", msite),)))
                     break

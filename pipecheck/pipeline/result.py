@@ -154,4 +154,4 @@ def site_span(sites: list[Site], idx: int) -> Span | None:
 def spec_error(exc: SpecError | EvalError, sites: list[Site]) -> SpecError:
     if isinstance(exc, SpecError):
         return exc
-    return error("value", str(exc), site_span(sites, exc.site))
+    return error(getattr(exc, "code", "value"), str(exc), site_span(sites, exc.site))

@@ -587,10 +587,10 @@ class Emitter:
                     seen.append(ref)
             self.mma_pending = []
             self._aligned(i)
-            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in seen), None), i)
+            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in seen), (), 1), i)
         elif w == "t5_mma":  # one thread's tcgen05.mma: its own group, completed by a later commit
             refs = [SmemRef("desc", e, i) for e in (role("a"), role("b")) if e is not None]
-            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in refs), None), i)
+            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in refs), (), 1), i)
         elif w == "t5_commit":
             self.emit(MMA_COMMIT, (bar(), role("mask")), i)
         elif w == "t5_before":

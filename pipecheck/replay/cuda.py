@@ -278,6 +278,8 @@ class _Emitter:
             self.op(s[1], s[2], s[3])
         elif kind == "exit":
             self.out(f"PC_AT({self.sid(s[1])}); return;  // exit")
+        elif kind == "break":
+            self.out("break;")
         else:
             raise AssertionError(kind)
 
@@ -367,7 +369,10 @@ class _Emitter:
                 raise refuse("a remote arrive_drop", "mbarrier.arrive_drop on another CTA is not emitted", self.span(site))
             self.out(f"pc_arrive_drop({self.bar_addr(ref)}, (unsigned)({self.expr(count)}));")
         elif op == TMA_LOAD:
-            buf, tile, nbytes, bar, mcast = args
+            buf, tile, nbytes, bar, mcast = args[:5]
+            if bar.cta is not None and buf.cta is None:
+                raise refuse("'tma_load ... cta_group 2' (the SM100 2-SM load: lands in the issuing CTA and completes "
+                             "on its pair leader's barrier)", "cta_group::2 copies are sm_100 only", self.span(site))
             if bar.cta is not None or buf.cta is not None:
                 raise refuse("'tma_load ... on cta' (a TMA load landing in a peer CTA's shared memory and barrier, "
                              "the 2-SM load)", "the generated copies land in the issuing CTA only", self.span(site))
@@ -411,10 +416,13 @@ class _Emitter:
             bid, n = self.bar_operands(args[0], args[1], "bar_arrive", site)
             self.out(f"asm volatile(\"bar.arrive %0, %1;\" :: \"r\"({bid}), \"r\"({n}) : \"memory\");")
         elif op == MMA:
+            operands, outs, group = args
+            if group == 2:
+                raise refuse("'mma_async ... cta_group 2' (tcgen05.mma.cta_group::2: one MMA over a CTA pair)",
+                             "tcgen05 does not exist on the H200", self.span(site))
             if not self.k.arch.startswith("sm_90"):
                 raise refuse("mma_async on sm_100 (tcgen05.mma / UMMA)", "tcgen05 does not exist on the H200", self.span(site))
-            operands, out = args
-            if out is not None:
+            if outs:
                 raise refuse("mma_async with an output operand", "TMEM accumulators are sm_100 only", self.span(site))
             # wgmma reads its SMEM operands asynchronously until wgmma.wait_group; the replay
             # checks them synchronously at issue (docs/replay.md: approximations).
@@ -503,12 +511,24 @@ def _fold(e: RExpr | None, instance: int | None = None) -> int | None:
         return None
 
 
+def _sm100_form(s: tuple) -> str | None:
+    """What makes a resolved op sm_100-only beyond its opcode: a CTA pair's MMA or 2-SM load (`cta_group 2`),
+    cluster launch control (`try_cancel`); None for others."""
+    if s[1] == MMA and s[2][2] == 2:
+        return "tcgen05.mma.cta_group::2: one MMA over a CTA pair"
+    if s[1] == TMA_LOAD and len(s[2]) > 5:
+        return "clusterlaunchcontrol.try_cancel"
+    if s[1] == TMA_LOAD and s[2][3].cta is not None and s[2][0].cta is None:
+        return "the 2-SM load completing on the pair leader's barrier"
+    return None
+
+
 def _first_op(body, ops) -> tuple[str, int] | None:
-    """The first statement of a resolved body whose op is one of `ops`: (op, site)."""
+    """The first statement of a resolved body whose op is one of `ops` or an sm_100-only form: (op, site)."""
     for s in body:
         hit = None
         if s[0] == "op":
-            hit = (s[1], s[3]) if s[1] in ops else None
+            hit = (s[1], s[3]) if s[1] in ops or _sm100_form(s) else None
         elif s[0] == "block":
             hit = _first_op(s[1], ops)
         elif s[0] == "for":
@@ -544,8 +564,8 @@ def emit(path: str, opts: ReplayOptions = ReplayOptions()) -> Emitted:
     for code in codes:  # an sm_100-only statement is named before the arch (the spec would not run on sm_90)
         hit = _first_op(code.body, TCGEN05_OPS)
         if hit is not None:
-            raise refuse(f"'{sites[hit[1]].text}' (sm_100 only)", "tcgen05 does not exist on the H200 "
-                         "(sm_90a)", sites[hit[1]].span)
+            raise refuse(f"'{sites[hit[1]].text}' (sm_100 only)", "tcgen05, CTA-pair (cta_group::2) forms and "
+                         "cluster launch control do not exist on the H200 (sm_90a)", sites[hit[1]].span)
     if not k.arch.startswith("sm_90"):
         raise refuse(f"a spec for {k.arch}", "the replay targets the H200 (sm_90a)", k.span)
     em = _Emitter(k, codes, sites, opts)

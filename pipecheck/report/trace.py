@@ -197,9 +197,9 @@ def build(model: Model, path: tuple, config: Config | None = None, system=None) 
             seq, ops, msite, mc, result = inflight[0]
             column, who, site, kind = ASYNC, "mma", msite, "mma_done"
             text = f"{model.unit_label[action[1]]}'s mma_async #{seq} completes"
-            if result is not None:
-                buf = result[0]
-                text += f" (writes tile {result[1]} into {_buf(model, result[0])})"
+            if result:  # both CTAs' halves with cta_group 2
+                buf = result[0][0]
+                text += f" (writes tile {result[0][1]} into {' and '.join(_buf(model, b) for b, _ in result)})"
         elif action[0] == "s":
             c, seq, buf, tag, stage, ssite = s.stores[action[1]]
             column, who, site, kind = ASYNC, "TMA store", ssite, "store_read" if stage == 0 else "store_done"

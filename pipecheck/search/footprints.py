@@ -306,9 +306,9 @@ class Footprints:
                 return Op(fp)
             return Op(fp, needs=((res, need),))
         if kind == "join":
-            u, seq, bufs, m, out = d[1], d[2], d[3], d[4], d[5]
+            u, seq, bufs, m, outs = d[1], d[2], d[3], d[4], d[5]
             fp = tuple((("buf", b), "r") for b in bufs) + tuple((("rd", b), "i") for b in bufs)
-            if out >= 0:
+            for out in outs:  # both CTAs' accumulator halves with cta_group 2
                 fp += ((("mmaout", out), "i"),) + self._tmem_use(out)
             return Op(fp, ((("join", u, seq), m),))
         if kind == "mwait":
@@ -472,24 +472,27 @@ class Footprints:
     def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: dict, join_info: dict) -> list[Op]:
         model = self.m
         cta = model.unit_cta[u]
-        formed = {seq: (ops, out) for seq, ops, _, _, out in inflight}
+        formed = {seq: (ops, outs) for seq, ops, _, _, outs in inflight}
         joined = {seq: n for seq, n, _ in forming}
         top = max([max_seq.get(u, -1)] + list(formed) + list(joined))
         ops: list[Op] = []
         for j in range(done, top + 1):
             if j in formed:
                 bufs = [b for b, _ in formed[j][0]]
-                out = formed[j][1][0] if formed[j][1] is not None else -1
+                outs = tuple(b for b, _ in formed[j][1])
             else:
                 forming_ops = next((o for seq, _, o in forming if seq == j), None)
                 if forming_ops is not None:
-                    bufs, out = [b for b, _ in forming_ops], join_info.get((u, j), ((), -1))[1]
+                    bufs, outs = [b for b, _ in forming_ops], join_info.get((u, j), ((), ()))[1]
                 elif (u, j) in join_info:
-                    bufs, out = list(join_info[(u, j)][0]), join_info[(u, j)][1]
+                    bufs, outs = list(join_info[(u, j)][0]), join_info[(u, j)][1]
                 else:
                     break  # no thread can form this group within the horizon
-            fp = ((("mmadone", u), "w"), (("mmaexit", cta), "i")) + tuple((("rd", b), "i") for b in bufs)
-            if out >= 0:
+            # a cta_group 2 MMA reads and writes the peer CTA too: the peer's exit must wait for it
+            ctas = {cta} | {b // model.layout.nbuf for b in bufs} | {b // model.layout.nbuf for b in outs}
+            fp = ((("mmadone", u), "w"),) + tuple((("mmaexit", k), "i") for k in sorted(ctas)) \
+                + tuple((("rd", b), "i") for b in bufs)
+            for out in outs:
                 fp += ((("mmaout", out), "i"), (("buf", out), "w")) + tuple((("buf", h), "w") for h in model.layout.overlaps[out])
             prov = ((("mdone", u, j), 1),)
             if j in formed:

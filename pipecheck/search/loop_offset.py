@@ -197,10 +197,7 @@ def _tags(ins: Instr) -> list[tuple[RRef, Any]]:
     if ins.op in _TAGGED:
         return [(ins.args[0], ins.args[1])]
     if ins.op == MMA:
-        out = [(r, t) for r, t in ins.args[0]]
-        if ins.args[1] is not None:
-            out.append((ins.args[1][0], ins.args[1][1]))
-        return out
+        return [(r, t) for r, t in ins.args[0]] + [(r, t) for r, t in ins.args[1]]
     return []
 
 
@@ -209,7 +206,7 @@ def _untagged(ins: Instr) -> tuple:
     if ins.op in _TAGGED:
         return (ins.args[0],) + ins.args[2:]
     if ins.op == MMA:
-        return (tuple(r for r, _ in ins.args[0]), ins.args[1][0] if ins.args[1] is not None else None) + ins.args[2:]
+        return (tuple(r for r, _ in ins.args[0]), tuple(r for r, _ in ins.args[1])) + ins.args[2:]
     return ins.args
 
 
@@ -321,6 +318,9 @@ def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
         back = exit_pc - 1
         if ins_[back].op != JUMP or ins_[back].target != head:
             raise Refused("a loop over the bound does not end in its own back edge", ins_[head].site)
+        for pc in bodies[head]:  # a `break`: how many trips run depends on the run, not on K alone
+            if ins_[pc].op == JUMP and ins_[pc].target == exit_pc and pc != back:
+                raise Refused("a `break` leaves a loop over the bound", ins_[pc].site)
     for pc, ins in enumerate(ins_):
         if ins.op == JUMP and ins.target <= pc:
             for head, body in bodies.items():
@@ -597,8 +597,8 @@ class Offset:
                 tmin = self._tag_min(f[2], tmin)
             for f in inflight:
                 tmin = self._tag_min(f[1], tmin)
-                if f[4] is not None:
-                    tmin = self._tag_min((f[4],), tmin)
+                if f[4]:
+                    tmin = self._tag_min(f[4], tmin)
         if self.S:
             for g, b in enumerate(s.bars):
                 if b is not None and self.rbar[g]:
@@ -665,7 +665,7 @@ class Offset:
                 continue
             forming = tuple(sorted((q - dh, j, self._tags(ops, dt)) for q, j, ops in forming))
             inflight = tuple(sorted((q - dh, self._tags(ops, dt), site, c,
-                                     self._tags((out,), dt)[0] if out is not None else None)
+                                     self._tags(out, dt))
                                     for q, ops, site, c, out in inflight))
             mmas.append((done - dh, forming, inflight))
         bars = s.bars

@@ -66,15 +66,12 @@ def _operands(model: Model, c: int, n: Node) -> tuple:
         a.update(gid=ins.a(env, cta), n=ins.b(env))
     elif op is TMA_LOAD:
         buf, tag, nbytes, bar = ins.a(env, cta), ins.b(env), ins.c(env), ins.d(env, cta)
-        targets = [bar // lay.nbar]  # the issuer's CTA, or with `on cta r` CTA r's
-        if ins.e is not None:
-            mask = ins.e(env)
-            targets = lay.ctas(mask)
-            if not targets:
-                raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
-        a["uses"] = [lay.bar_in(k, bar) for k in targets]
-        a["flights"] = [(lay.buf_in(k, buf), tag, nbytes, lay.bar_in(k, bar), ins.site, c, -1)
-                        for k in targets for _ in range(m)]
+        mask = ins.e(env) if ins.e is not None else None
+        places = lay.load_targets(buf, bar, mask)  # model.Model: the same places
+        if not places:
+            raise EvalError(f"multicast mask {mask:#x} names no CTA of the cluster", ins.site)
+        a["uses"] = [g for _, g in places]
+        a["flights"] = [(b, tag, nbytes, g, ins.site, c, -1) for b, g in places for _ in range(m)]
     elif op is CP_ASYNC:
         seq = env[ins.d]
         a["flights"] = [(ins.a(env, cta), ins.b(env), 0, -1, ins.site, c, seq)]
@@ -95,7 +92,7 @@ def _operands(model: Model, c: int, n: Node) -> tuple:
         a.update(limit=env[ins.b] - ins.a(env), read_only=bool(ins.c))
     elif op is MMA:
         seq = env[ins.b]
-        result = (ins.c[0](env, cta), ins.c[1](env) if ins.c[1] is not None else None) if ins.c is not None else None
+        result = tuple((r(env, cta), t(env) if t is not None else None) for r, t in ins.c)
         a.update(unit=model.mma_unit[c], seq=seq, result=result,
                  ops=tuple((r(env, cta), t(env) if t is not None else None) for r, t in ins.a))
         nxt = env[:ins.b] + (seq + 1,) + env[ins.b + 1:]

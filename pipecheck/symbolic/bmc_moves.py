@@ -220,7 +220,7 @@ class Moves:
             return FALSE
         bad = [s.v[f"buf{buf}"] != want]
         bad += [s.v[f"fl{k}"] for k, (_, _, e) in enumerate(self.flights) if e[0] == buf and e[1] != want]
-        bad += [self.mma_inflight(s, q) for q, (_, res) in self.seqs.items() if res is not None and res[0] == buf]
+        bad += [self.mma_inflight(s, q) for q, (_, res) in self.seqs.items() if any(rb == buf for rb, _ in res)]
         return z3.Or(bad)
 
     def write_bad(self, s: St, buf: int, landing: bool, done_plus: int = -1):
@@ -478,11 +478,10 @@ class Moves:
         upd: list = [(f"done{u}", TRUE, done + 1)]
         bad = []
         for q, res in mine:
-            if res is None:
-                continue
             now = done == q
-            bad.append(z3.And(now, self.write_bad(s, res[0], landing=True, done_plus=u)))
-            self.tags(upd, now, res[0], B.val(res[1]) if res[1] is not None else v[f"buf{res[0]}"])
+            for rb, rt in res:  # both CTAs' accumulator halves with cta_group 2
+                bad.append(z3.And(now, self.write_bad(s, rb, landing=True, done_plus=u)))
+                self.tags(upd, now, rb, B.val(rt) if rt is not None else v[f"buf{rb}"])
         return Move(guard, upd, z3.Or(bad) if bad else FALSE)
 
     def _async_s(self, s: St, k: int) -> Move:
@@ -518,7 +517,8 @@ class Moves:
             ends = self.codes[c].ends_by(s.t)
             fin.append(z3.Or([self.at(s, c, e) for e in ends]) if ends else FALSE)
         bad = [v[f"fl{k}"] for k, (_, _, e) in enumerate(self.flights) if e[0] // lay.nbuf == cta]
-        bad += [self.mma_inflight(s, q) for q in self.seqs if m.unit_cta[q[0]] == cta]
+        bad += [self.mma_inflight(s, q) for q, (ops, res) in self.seqs.items()
+                if m.unit_cta[q[0]] == cta or any(b // lay.nbuf == cta for b, _ in ops + res)]
         bad += [v[f"st{k}"] == READING for k, (_, _, b) in enumerate(self.stores) if b // lay.nbuf == cta]
         bad += [v[f"cm{k}"] for k, (_, _, e) in enumerate(self.commits) if any(g // lay.nbar == cta for g in e[3])]
         return Move(z3.And(z3.Not(v[f"ex{cta}"]), *fin), [(f"ex{cta}", TRUE, TRUE)], z3.Or(bad) if bad else FALSE)
