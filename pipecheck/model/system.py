@@ -25,7 +25,7 @@ from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, 
                  Program, Site)
 from .kernel import KernelShape
 from .layout import Layout
-from .tcgen05 import SYNC_KINDS, Tcgen05Order
+from .tcgen05 import Tcgen05Order
 from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
 from .threads import ThreadClass, compact_names
 
