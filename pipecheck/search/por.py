@@ -53,6 +53,10 @@ class Op:
     all_footprint: Footprint = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not self.spawns:  # most ops: their own
+            object.__setattr__(self, "all_provides", self.provides)
+            object.__setattr__(self, "all_footprint", self.footprint)
+            return
         object.__setattr__(self, "all_provides", self.provides + tuple(x for sp in self.spawns for x in sp.provides))
         object.__setattr__(self, "all_footprint", self.footprint + tuple(e for sp in self.spawns for e in sp.footprint))
 
