@@ -32,14 +32,6 @@ _SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 2, 3
 NEVER: tuple[tuple[Any, int], ...] = ((("never",), 1),)  # needs of an op nothing can enable (nobody provides it)
 
 
-def unmet(needs: tuple[tuple[Any, int], ...], avail: Mapping[Any, int]) -> tuple[Any, int] | None:
-    """The first need `avail` does not cover, or None when all are."""
-    for need in needs:
-        if avail.get(need[0], 0) < need[1]:
-            return need
-    return None
-
-
 @dataclass(frozen=True)
 class Op:
     footprint: Footprint
@@ -184,6 +176,7 @@ class Flat:
         return i
 
     def rows(self, plan: tuple) -> tuple:
+        """A plan's rows by resource id."""
         known = self._rows
         out = []
         for row in plan:
@@ -409,8 +402,8 @@ def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int) -> 
 
 
 def _unmet_flat(needs: tuple[tuple[Any, int], ...], avail: list, ids: Mapping[Any, int]) -> tuple[Any, int] | None:
-    """`unmet` against a reach's provisions by resource id (a resource without an id, or interned after the walk,
-    was provided by nobody)."""
+    """The first need a reach's provisions (by resource id) do not cover, or None when all are (a resource without
+    an id, or interned after the walk, was provided by nobody)."""
     n = len(avail)
     for need in needs:
         i = ids.get(need[0])
