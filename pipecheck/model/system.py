@@ -9,6 +9,7 @@ transition touches shared state. Findings are raised by the transition that show
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..core.words import join_words
@@ -198,14 +199,20 @@ class Model:
                     raise EvalError("", -1)
                 pc, env = nxt[0]
             steps = self.step_cache
+            # each step keeps the step after it once looked up (futures walk the same chains over and over)
+            prev = entry = None
             for _ in range(self.horizon):
-                hit = steps.get((c, pc, env, m))
-                if hit is None:
-                    hit = self._future_step(c, pc, env, m)
-                added, nxt, how = hit
+                if entry is None:
+                    entry = steps.get((c, pc, env, m))
+                    if entry is None:
+                        entry = self._future_step(c, pc, env, m)
+                    if prev is not None:
+                        prev[3] = entry
+                added, nxt, how, after = entry
                 ops.extend(added)
                 if how is _GOES:
                     pc, env = nxt
+                    prev, entry = entry, after
                     continue
                 exhaustive = how is _ENDS
                 break
@@ -217,11 +224,11 @@ class Model:
         self.future_cache[key] = out
         return out
 
-    def _stepped(self, key: tuple, ops: list, nxt: tuple | None, how: int) -> tuple:
-        hit = self.step_cache[key] = (tuple(ops), nxt, how)
+    def _stepped(self, key: tuple, ops: list, nxt: tuple | None, how: int) -> list:
+        hit = self.step_cache[key] = [tuple(ops), nxt, how, None]  # the last: the step at nxt, once linked
         return hit
 
-    def _future_step(self, c: int, pc: int, env: tuple, m: int) -> tuple:
+    def _future_step(self, c: int, pc: int, env: tuple, m: int) -> list:
         """One statement of a future, kept per place (futures from nearby places share all but their first
         statements): the operations it adds, where the group settles next, and whether the future goes on
         (`_GOES`), ends with the thread (`_ENDS`), stops short (`_STOPS`) or cannot be followed (`_FAILS`)."""
@@ -339,8 +346,14 @@ class Model:
         return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (), (), (), (), (False,) * self.layout.ncta, None)
 
     def successors(self, s: State) -> list[tuple[Action, State, tuple[Finding, ...]]]:
+        moves, events = self.split_successors(s)
+        return moves + [ev() for _, ev in events] if events else moves
+
+    def split_successors(self, s: State) -> tuple[list, list]:
+        """The successors as `successors` lists them, in two parts: the thread groups' moves, and the asynchronous
+        events as (action, a function that makes the successor), so that a reduction builds only those it keeps."""
         if s.halted is not None:
-            return []
+            return [], []
         out: list = []
         for c, groups in enumerate(s.locs):
             code = self.code[c]
@@ -355,30 +368,71 @@ class Model:
                         self._thread(s, c, gi, pc, env, m, ins, out)
                 except ArithmeticError as e:  # ir.ValueFault: division by zero, a shift out of range
                     raise EvalError(str(e) or "division by zero", ins.site) from None
+        ev = self.events
+        events: list = []
         prev = None
         for i, op in enumerate(s.flight):
             if op != prev:
-                out.append(self.events.land(s, i))
+                events.append((("l", i), partial(ev.land, s, i)))
             prev = op
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
-                out.append(self.events.mma_done(s, u))
+                events.append((("m", u), partial(ev.mma_done, s, u)))
         for i in range(len(s.stores)):
-            if self.events.store_ready(s, i):
-                out.append(self.events.store_step(s, i))
+            if ev.store_ready(s, i):
+                events.append((("s", i), partial(ev.store_step, s, i)))
         for i, k in enumerate(s.commits):
-            if self.events.commit_ready(s, k):
-                out.append(self.events.commit_fire(s, i))
+            if ev.commit_ready(s, k):
+                events.append((("k", i), partial(ev.commit_fire, s, i)))
         for cta, gone in enumerate(s.exited):
             if not gone and self.cta_done(s, cta):
-                out.append(self.events.exit(s, cta))
-        return out
+                events.append((("x", cta), partial(ev.exit, s, cta)))
+        return out, events
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:
-        for a, t, f in self.successors(s):
+        for a, t, f in self._moves(s, action):
             if a == action:
                 return t, f
         raise KeyError(f"action {action} is not enabled")
+
+    def _moves(self, s: State, action: Action) -> list:
+        """The successors of s that `action` may be, as `successors` makes them: those of its thread group or
+        its event alone (a witness is replayed step by step, and a state has tens of moves)."""
+        if s.halted is not None:
+            return []
+        kind = action[0]
+        ev = self.events
+        if kind == "t":
+            c, gi = action[1], action[2]
+            if c >= len(s.locs) or gi >= len(s.locs[c]):
+                return []
+            (pc, env), m = s.locs[c][gi]
+            ins = self.code[c][pc]
+            out: list = []
+            if ins.op is END or ins.op is COLL_WAIT:
+                return out
+            try:
+                if (c, pc) in self.partners:
+                    self._together(s, c, gi, pc, out)
+                else:
+                    self._thread(s, c, gi, pc, env, m, ins, out)
+            except ArithmeticError as e:  # as in successors
+                raise EvalError(str(e) or "division by zero", ins.site) from None
+            return out
+        i = action[1]
+        if kind == "l":
+            ok = i < len(s.flight) and (i == 0 or s.flight[i] != s.flight[i - 1])
+            return [ev.land(s, i)] if ok else []
+        if kind == "m":
+            ok = i < len(s.mmas) and bool(s.mmas[i][2]) and s.mmas[i][2][0][0] == s.mmas[i][0]
+            return [ev.mma_done(s, i)] if ok else []
+        if kind == "s":
+            return [ev.store_step(s, i)] if i < len(s.stores) and ev.store_ready(s, i) else []
+        if kind == "k":
+            return [ev.commit_fire(s, i)] if i < len(s.commits) and ev.commit_ready(s, s.commits[i]) else []
+        if kind == "x":
+            return [ev.exit(s, i)] if i < len(s.exited) and not s.exited[i] and self.cta_done(s, i) else []
+        return self.successors(s)
 
     def terminal_findings(self, s: State) -> tuple[Finding, ...]:
         """Findings of a state with no successors: a hang when some thread has not finished."""
@@ -827,9 +881,11 @@ class Model:
             f, t5 = self.t5.sync(s, c, ins.site, f"arrives at '{ins.text}'")
             found = tuple(f)
         # arriving at a sync publishes this thread's fenced barrier inits and ends its window to fence its writes
-        dirty = tuple(sorted((b, cl, True) if cl == c else (b, cl, sy) for b, cl, sy in s.dirty)) if s.dirty else s.dirty
+        # (both records are kept sorted: where nothing of this class changes, they stay as they are)
+        dirty = tuple(sorted((b, cl, True) if cl == c else (b, cl, sy) for b, cl, sy in s.dirty)) \
+            if any(cl == c and not sy for _, cl, sy in s.dirty) else s.dirty
         vis = tuple(sorted((g, cl, ("pub", key)) if cl == c and st == 1 else (g, cl, st) for g, cl, st in s.vis)) \
-            if s.vis else s.vis
+            if any(cl == c and st == 1 for _, cl, st in s.vis) else s.vis
         locs = list(s.locs)
         others = list(locs[c])
         del others[gi]

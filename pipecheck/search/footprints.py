@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 _CLOBBER = ("clobbered",)  # what a write leaves in the buffers over the same storage
 _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
+_STAND_IN = Op(())
 _OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory stays bounded)
 
 
@@ -143,15 +144,15 @@ class Footprints:
             self.fut_cache[key] = hit
         return hit
 
-    def _ops(self, s: "State", f: "_Future", colls: dict) -> tuple[list[Op], tuple]:
+    def _ops(self, s: "State", f: "_Future", colls: dict, needs: dict) -> tuple[list[Op], tuple]:
         """The ops of a future in state s and their walk (`por.plan_of`): only its waits depend on the state,
         the rest are built once; the whole list is kept per what its waits see (most futures do not change
-        from a state to the next)."""
+        from a state to the next). `needs`: the bulk groups' counts of this state, per wait on them."""
         if not f.dyn:
             return f.tmpl, f.plan
         bars = s.bars
         vals = tuple(bars[a] if k == 0 else colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2
-                     else self._store_need(s, a) for k, a in f.sources)
+                     else self._store_need(s, a, needs) for k, a in f.sources)
         key = (f.serial, vals)
         done = self.ops_cache.get(key)
         if done is not None:
@@ -339,9 +340,16 @@ class Footprints:
         raise AssertionError(kind)
 
     @staticmethod
-    def _store_need(s: "State", d: tuple) -> int:
+    def _store_need(s: "State", d: tuple, memo: dict | None = None) -> int:
+        if memo is not None:
+            hit = memo.get(d)
+            if hit is not None:
+                return hit
         c, limit, read_only = d[1], d[2], d[3]
-        return sum(1 for cl, seq, b, t, st, si in s.stores if cl == c and 0 <= seq < limit and (st == 0 or not read_only))
+        n = sum(1 for cl, seq, b, t, st, si in s.stores if cl == c and 0 <= seq < limit and (st == 0 or not read_only))
+        if memo is not None:
+            memo[d] = n
+        return n
 
     # ------------------------------------------------------------ every process of a state
     def processes(self, s: "State", enabled: set) -> tuple[list[Process], dict]:
@@ -355,6 +363,7 @@ class Footprints:
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
             enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
         coll_keys: set = set()  # the named barriers and collectives the futures arrive at
+        store_needs: dict = {}  # per wait on bulk groups, what it needs in this state (futures share them)
         initialisers = self.initialisers
         for c, groups in enumerate(s.locs):
             code = model.code[c]
@@ -375,7 +384,7 @@ class Footprints:
                     join_info[(u, seq)] = (bufs, out)
                 if f.colls:
                     coll_keys.update(f.colls)
-                ops, plan = self._ops(s, f, colls)
+                ops, plan = self._ops(s, f, colls, store_needs)
                 procs.append(Process(key, key in enabled, ops, f.exhaustive, f.provides, bundles.get(key, ()),
                                      f.shape, plan))
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
@@ -391,35 +400,26 @@ class Footprints:
             hit = self.op_cache.get(key)
             if hit is None:
                 ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
-                hit = self.op_cache[key] = (ops, frozenset(r for op in ops for r, _ in op.all_provides),
-                                            shape_of(ops)) if ops else None
+                shape = shape_of(ops) if ops else None
+                hit = self.op_cache[key] = (ops, frozenset(r for op in ops for r, _ in op.all_provides), shape,
+                                            plan_of(ops, shape)) if ops else None
             if hit is not None:
-                ops, provides, shape = hit
-                procs.append(Process(("m", u), ("m", u) in enabled, ops, True, provides, (), shape))
+                ops, provides, shape, plan = hit
+                procs.append(Process(("m", u), ("m", u) in enabled, ops, True, provides, (), shape, plan))
         for i, (c, seq, buf, tag, stage, site) in enumerate(s.stores):
             key = ("s", i)
-            k = buf // lay.nbuf
-            # a store behind an older one of its class (events.store_ready) waits for that one's step
-            needs = None if key in enabled else (((("sread" if stage == 0 else "sdone"), c), 1),)
-            read = Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1),),
-                      needs=needs)
-            done_op = Op(((("sgrp", c), "i"), (("stores", k), "i")), ((("sdone", c), 1),),
-                         needs=needs if stage == 1 else None)
-            procs.append(Process(key, key in enabled, [read, done_op] if stage == 0 else [done_op], True))
+            on = key in enabled
+            procs.append(Process(key, on, *self._fixed(("s", c, buf, stage, on), lambda: self._store_ops(c, buf, stage, on))))
         for i, (kind, who, upto, bars, site, c, _, cnt) in enumerate(s.commits):
             key = ("k", i)
-            fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g)
-                                                 + ((("commits", g // lay.nbar), "i"),)))
-            prov = tuple((("arr", g), cnt) for g in bars)
             if key in enabled:
-                procs.append(Process(key, True, [Op(fp, prov)], True))
+                need = None
             elif kind == "mma":
-                need = ("mdone", who, upto - 1)
-                procs.append(Process(key, False, [Op(fp, prov, needs=((need, 1),))], True))
+                need = ("mdone", who, upto - 1), 1
             else:
-                pending = sum(1 for op in s.flight if op[5] == who and op[3] < 0 and op[6] < upto)
-                res = ("cp", who)
-                procs.append(Process(key, False, [Op(fp, prov, needs=((res, pending),))], True))
+                need = ("cp", who), sum(1 for op in s.flight if op[5] == who and op[3] < 0 and op[6] < upto)
+            procs.append(Process(key, need is None, *self._fixed(("k", bars, cnt, need),
+                                                                 lambda: self._commit_ops(bars, cnt, need))))
         for cta, gone in enumerate(s.exited):
             if gone:
                 continue
@@ -442,12 +442,43 @@ class Footprints:
             + ((("exited", cta), "w"),)
         return Op(fp, needs=((res, left),))
 
+    def _store_ops(self, c: int, buf: int, stage: int, enabled: bool) -> list[Op]:
+        """A bulk store's steps still to come (read, then done); one held back behind an older store of its class
+        (events.store_ready) waits for that one's step."""
+        k = buf // self.m.layout.nbuf
+        needs = None if enabled else (((("sread" if stage == 0 else "sdone"), c), 1),)
+        done_op = Op(((("sgrp", c), "i"), (("stores", k), "i")), ((("sdone", c), 1),), needs=needs if stage == 1 else None)
+        if stage:
+            return [done_op]
+        return [Op(((("srd", buf), "i"), (("sgrp", c), "i"), (("stores", k), "i")), ((("sread", c), 1),), needs=needs),
+                done_op]
+
+    def _commit_ops(self, bars: tuple, cnt: int, need: tuple | None) -> list[Op]:
+        """A commit's arrivals on its barriers, once `need` (what it waits for; None: nothing) is there."""
+        nbar = self.m.layout.nbar
+        fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g) + ((("commits", g // nbar), "i"),)))
+        prov = tuple((("arr", g), cnt) for g in bars)
+        return [Op(fp, prov, needs=None if need is None else (need,))]
+
+    def _fixed(self, key: tuple, build: Callable[[], list[Op]]) -> tuple:
+        """The ops, exhaustive flag, provisions, bundle, shape and plan of a process whose ops are a function of
+        `key`, built once per key."""
+        hit = self.op_cache.get(key)
+        if hit is None:
+            ops = build()
+            shape = shape_of(ops)
+            hit = self.op_cache[key] = (ops, True, frozenset(r for op in ops for r, _ in op.all_provides), (), shape,
+                                        plan_of(ops, shape))
+        return hit
+
     def _single(self, key: tuple, build: Callable[[], Op]) -> tuple:
-        """The ops, exhaustive flag, provisions, bundle and shape of a process of one op, built once per key."""
+        """The ops, exhaustive flag, provisions, bundle, shape and plan of a process of one op, built once per key."""
         hit = self.op_cache.get(key)
         if hit is None:
             op = build()
-            hit = self.op_cache[key] = ([op], True, frozenset(r for r, _ in op.all_provides), (), shape_of([op]))
+            shape = shape_of([op])
+            hit = self.op_cache[key] = ([op], True, frozenset(r for r, _ in op.all_provides), (), shape,
+                                        plan_of([op], shape))
         return hit
 
     def _bundles(self, s: "State", enabled: set) -> dict[tuple, tuple]:
@@ -527,7 +558,8 @@ class _Future:
             src_of.append(sources.setdefault(src, len(sources)))
         self.sources = tuple(sources)
         self.src_of = tuple(src_of)
-        self.tmpl = [fp.op(None, d) if d[0] not in _WAITS else Op(()) for d in descs]  # type: ignore[arg-type]
+        # (a wait's place holds a stand-in: `_ops` puts the wait of each state there)
+        self.tmpl = [fp.op(None, d) if d[0] not in _WAITS else _STAND_IN for d in descs]  # type: ignore[arg-type]
         prov: set = set()
         for d, op in zip(descs, self.tmpl):
             if d[0] not in _WAITS:  # waits provide nothing

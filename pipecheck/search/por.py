@@ -32,14 +32,6 @@ _SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 2, 3
 NEVER: tuple[tuple[Any, int], ...] = ((("never",), 1),)  # needs of an op nothing can enable (nobody provides it)
 
 
-def unmet(needs: tuple[tuple[Any, int], ...], avail: Mapping[Any, int]) -> tuple[Any, int] | None:
-    """The first need `avail` does not cover, or None when all are."""
-    for need in needs:
-        if avail.get(need[0], 0) < need[1]:
-            return need
-    return None
-
-
 @dataclass(frozen=True)
 class Op:
     footprint: Footprint
@@ -53,6 +45,10 @@ class Op:
     all_footprint: Footprint = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not self.spawns:  # most ops: their own
+            object.__setattr__(self, "all_provides", self.provides)
+            object.__setattr__(self, "all_footprint", self.footprint)
+            return
         object.__setattr__(self, "all_provides", self.provides + tuple(x for sp in self.spawns for x in sp.provides))
         object.__setattr__(self, "all_footprint", self.footprint + tuple(e for sp in self.spawns for e in sp.footprint))
 
@@ -64,7 +60,8 @@ class Shape:
     operations that touch it (op index, footprint entry; by op index). Both depend only on the
     footprints and provisions, so a model may build a shape once per future and reuse it."""
     segs: tuple[tuple[int, int, tuple[tuple[Any, int], ...]], ...]
-    touches: Mapping[Any, tuple[tuple[int, tuple], ...]]
+    touches: Mapping[Any, Sequence[tuple[int, tuple]]]
+    summed: tuple = field(default=(), compare=False)  # per run, what it provides with one pair per resource
 
 
 def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> Shape:
@@ -74,11 +71,16 @@ def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> 
     for n, a in enumerate(starts):
         b = starts[n + 1] if n + 1 < len(starts) else len(ops)
         segs.append((a, b, tuple(x for op in ops[a:b] for x in op.all_provides)))
-    touches: dict[Any, list[tuple[int, tuple]]] = {}
+    touches: dict[Any, list[tuple[int, tuple]]] = {}  # (lists: a shape is read, never changed)
+    get = touches.get
     for j, op in enumerate(ops):
         for e in op.all_footprint:
-            touches.setdefault(e[0], []).append((j, e))
-    return Shape(tuple(segs), {k: tuple(v) for k, v in touches.items()})
+            lst = get(e[0])
+            if lst is None:
+                touches[e[0]] = [(j, e)]
+            else:
+                lst.append((j, e))
+    return Shape(tuple(segs), touches, tuple(_summed(prov) for _, _, prov in segs))
 
 
 def plan_of(ops: Sequence[Op], shape: Shape) -> tuple:
@@ -86,13 +88,17 @@ def plan_of(ops: Sequence[Op], shape: Shape) -> tuple:
     (an amount per resource) and where it ends; a run whose first op needs nothing (a wait that passes now)
     is walked with the run before it, which is all a walk can tell of it."""
     out: list[tuple] = []
+    folded = False
     for first, end, prov in shape.segs:
         needs = ops[first].needs
         if needs is None and out:
             prev_needs, prev_prov, _ = out[-1]
             out[-1] = (prev_needs, prev_prov + prov, end)
+            folded = True
         else:
             out.append((needs, prov, end))
+    if not folded and len(shape.summed) == len(out):  # each row one run: its provisions summed once per shape
+        return tuple((needs, summed, end) for (needs, _, end), summed in zip(out, shape.summed))
     return tuple((needs, _summed(prov), end) for needs, prov, end in out)
 
 
@@ -154,30 +160,81 @@ def _conflict(a: Footprint, b: Footprint, loud: Mapping[Any, int]) -> bool:
     return False
 
 
-class _Avail(dict):
-    def __missing__(self, key):
-        return 0
+class Flat:
+    """What `_reach` walks, over small ints, kept for a whole search: resource names as ids, and each plan as rows of
+    (needs as (id, amount) pairs or None, provisions as (id, amount) pairs, end)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self._by_obj: dict[int, tuple] = {}  # id(plan) -> (plan, its rows): the entry keeps the plan alive
+        self._rows: dict[tuple, tuple] = {}  # a row by name -> by id (plans of one future share most rows)
+
+    def rid(self, res: Any) -> int:
+        i = self.ids.get(res)
+        if i is None:
+            i = self.ids[res] = len(self.ids)
+        return i
+
+    def rows(self, plan: tuple) -> tuple:
+        """A plan's rows by resource id."""
+        known = self._rows
+        out = []
+        for row in plan:
+            hit = known.get(row)
+            if hit is None:
+                needs, prov, end = row
+                rid = self.rid
+                if len(known) >= _FLAT_KEPT:
+                    known.clear()
+                hit = known[row] = (None if needs is None else tuple((rid(r), a) for r, a in needs),
+                                    tuple((rid(r), a) for r, a in prov), end)
+            out.append(hit)
+        return tuple(out)
+
+    def of(self, plan: tuple) -> tuple:
+        """The rows of a plan the model keeps (one object per op list)."""
+        hit = self._by_obj.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        if len(self._by_obj) >= _FLAT_KEPT:
+            self._by_obj.clear()
+        rows = self.rows(plan)
+        self._by_obj[id(plan)] = (plan, rows)
+        return rows
+
+
+_FLAT_KEPT = 200_000  # plans kept with their rows (then dropped all at once: memory stays bounded)
 
 
 class _Index:
     """One state's processes, seen by every seed tried: who is where, the resources each process may
     ever provide (built on first use), and what the closure has already computed."""
 
-    def __init__(self, procs: list[Process]):
+    def __init__(self, procs: list[Process], flat: Flat):
         self.procs = procs
+        self.flat = flat
         self.keys = [p.key for p in procs]
         self.where = {p.key: i for i, p in enumerate(procs)}
         self.enabled = [p.enabled for p in procs]
         self.shapes = shapes = [p.shape if p.shape is not None else shape_of(p.ops) for p in procs]
-        self.plans = [p.plan if p.plan is not None else plan_of(p.ops, shapes[i]) for i, p in enumerate(procs)]
         # processes with the very same op list (lanes of different warps at one point: the model keeps one
         # list per future and what its waits see) run in step in every reach, so the reach walks each kind once
         kinds: dict[tuple, list[int]] = {}
         for i, p in enumerate(procs):
             kinds.setdefault((p.enabled, p.exhaustive, id(shapes[i]), id(p.ops)), []).append(i)
         self.kinds = list(kinds.values())
+        # per kind: its plan's rows, whether its head is enabled, whether its future is whole
+        self.kind_plan = []
+        self.kind_head = []
+        self.kind_whole = []
+        for members in self.kinds:
+            i = members[0]
+            p = procs[i]
+            self.kind_plan.append(flat.of(p.plan) if p.plan is not None else flat.rows(plan_of(p.ops, shapes[i])))
+            self.kind_head.append(p.enabled)
+            self.kind_whole.append(p.exhaustive)
         self._provides: list[frozenset] | None = None
-        self.reach_memo: dict[frozenset, tuple[_Avail, dict[int, int], list[int]]] = {}
+        self.reach_memo: dict[frozenset, Reach] = {}
         self.close_memo: dict[frozenset, frozenset | None] = {}
 
     @property
@@ -193,78 +250,103 @@ class _Index:
         return self._provides
 
 
-Reach = tuple[_Avail, list[tuple[int, list[int]]], list[int]]
+Reach = tuple[list, list[tuple[int, list[int]]], list[int]]
 
 
 def _reach(ix: _Index, frozen: frozenset) -> Reach:
     """What processes outside `frozen` can do before any of `frozen` moves (an over-approximation):
-    the resources they may provide, how many operations of each kind of process may run (op
-    count, its members outside `frozen`; an op's spawned async operations run with it), and which
+    the resources they may provide (by resource id, `Flat.ids`), how many operations of each kind of process
+    may run (op count, its members outside `frozen`; an op's spawned async operations run with it), and which
     processes have a future cut off by the horizon (assumed to touch anything)."""
     hit = ix.reach_memo.get(frozen)
     if hit is not None:
         return hit
-    procs = ix.procs
-    plans = ix.plans
     keys = ix.keys
-    enabled = ix.enabled
-    avail = _Avail()
-    get = avail.get
-    live = {}
+    live = []  # (kind, its members outside frozen)
     for g, members in enumerate(ix.kinds):
         left_in = [i for i in members if keys[i] not in frozen]
         if left_in:
-            live[g] = left_in
-    at = dict.fromkeys(live, 0)  # runs passed, per kind
-    # a kind stopped at a run whose head needs more of a resource waits, in a heap per resource by the
-    # amount it needs, until that resource reaches it
-    waiting: dict[Any, list[tuple[int, int]]] = {}
-    todo = list(at)
-    while todo:
-        g = todo.pop()
-        members = live[g]
-        i = members[0]
-        n_members = len(members)
-        plan = plans[i]
-        r = at[g]
-        n = len(plan)
-        while r < n:
-            needs, prov, _ = plan[r]
-            if needs is not None and not (r == 0 and enabled[i]):
-                short = None
-                for need in needs:
-                    if get(need[0], 0) < need[1]:
-                        short = need
-                        break
-                if short is not None:
-                    heapq.heappush(waiting.setdefault(short[0], []), (short[1], g))
-                    break
-            r += 1
-            for res, amount in prov:
-                got = avail[res] = get(res, 0) + amount * n_members
-                heap = waiting.get(res)
-                while heap and heap[0][0] <= got:
-                    todo.append(heapq.heappop(heap)[1])
-        at[g] = r
+            live.append((g, left_in))
+    avail, ats = _walk(ix, live)
     pos = []
     unbounded = []
-    for g, r in at.items():
-        members = live[g]
-        i = members[0]
-        k = plans[i][r - 1][2] if r else 0
-        pos.append((k, members))
-        if k >= len(procs[i].ops) and not procs[i].exhaustive:
+    kind_plan = ix.kind_plan
+    kind_whole = ix.kind_whole
+    for (g, members), r in zip(live, ats):
+        plan = kind_plan[g]
+        pos.append((plan[r - 1][2] if r else 0, members))
+        if r == len(plan) and not kind_whole[g]:  # the walk ran past the end of a future cut off by the horizon
             unbounded.extend(members)
     out = (avail, pos, unbounded)
     ix.reach_memo[frozen] = out
     return out
 
 
-def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | None = None) -> set | None:
+def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int]]:
+    """The walk behind `_reach`: every kind goes as far as the resources the others provide let it (a least
+    fixpoint, so the order of the walk does not matter); the provisions (a list by resource id) and the runs each
+    kind passed."""
+    kind_plan = ix.kind_plan
+    kind_head = ix.kind_head
+    n_res = len(ix.flat.ids)
+    avail = [0] * n_res
+    at = [0] * len(live)
+    # a kind stopped at a run whose head needs more of a resource waits, in a heap per resource by the
+    # amount it needs, until that resource reaches it
+    waiting: list[list[tuple[int, int]] | None] = [None] * n_res
+    todo = list(range(len(live)))
+    push, pop = heapq.heappush, heapq.heappop
+    while todo:
+        n_kind = todo.pop()
+        g, members = live[n_kind]
+        n_members = len(members)
+        plan = kind_plan[g]
+        r = at[n_kind]
+        n = len(plan)
+        if r == 0 and n and kind_head[g]:  # an enabled head runs now, whatever it needs
+            r = 1
+            for res, amount in plan[0][1]:
+                avail[res] += amount * n_members
+                heap = waiting[res]
+                if heap:
+                    got = avail[res]
+                    while heap and heap[0][0] <= got:
+                        todo.append(pop(heap)[1])
+        while r < n:
+            needs, prov, _ = plan[r]
+            if needs is not None:
+                short = None
+                for need in needs:
+                    if avail[need[0]] < need[1]:
+                        short = need
+                        break
+                if short is not None:
+                    res = short[0]
+                    heap = waiting[res]
+                    if heap is None:
+                        waiting[res] = [(short[1], n_kind)]
+                    else:
+                        push(heap, (short[1], n_kind))
+                    break
+            r += 1
+            for res, amount in prov:
+                avail[res] += amount * n_members
+                heap = waiting[res]
+                if heap:
+                    got = avail[res]
+                    while heap and heap[0][0] <= got:
+                        todo.append(pop(heap)[1])
+        at[n_kind] = r
+    return avail, at
+
+
+def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | None = None,
+               flat: Flat | None = None) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
     `wins` counts, per process key, how often it alone was a persistent set before: those seeds are
-    tried first (any order gives a persistent set; a good one saves the failing tries)."""
+    tried first (any order gives a persistent set; a good one saves the failing tries). `flat` keeps the walks'
+    plans and results across states (one per search)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
@@ -275,7 +357,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
         order = sorted(enabled, key=lambda p: (-wins.get(p.key, 0), 0 if p.key[0] == "g" else 1))
     else:
         order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
-    ix = _Index(procs)
+    ix = _Index(procs, flat if flat is not None else Flat())
     for seed in order:
         t = _close(ix, frozenset((seed.key,)), budgets, best_n)
         if t is None:
@@ -317,6 +399,17 @@ def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int) -> 
         if q not in ix.close_memo or ix.close_memo[q] is not None:
             ix.close_memo[q] = result
     return result
+
+
+def _unmet_flat(needs: tuple[tuple[Any, int], ...], avail: list, ids: Mapping[Any, int]) -> tuple[Any, int] | None:
+    """The first need a reach's provisions (by resource id) do not cover, or None when all are (a resource without
+    an id, or interned after the walk, was provided by nobody)."""
+    n = len(avail)
+    for need in needs:
+        i = ids.get(need[0])
+        if (avail[i] if i is not None and i < n else 0) < need[1]:
+            return need
+    return None
 
 
 def _bundled(ix: "_Index", t: frozenset) -> frozenset:
@@ -428,7 +521,7 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
             continue
         op = h.ops[0] if h.ops else None
         needs = None if op is None else op.needs
-        if needs is None or unmet(needs, avail) is None:
+        if needs is None or _unmet_flat(needs, avail, ix.flat.ids) is None:
             # it could be enabled from outside T: bring in whoever provides what it needs
             wanted = {r for r, _ in needs} if needs else set()
             for i, key in enumerate(ix.keys):
@@ -451,6 +544,7 @@ class Reduced:
         self.system = system
         self.describer = describer if describer is not None else system
         self.reduced_states = 0
+        self.flat = Flat()  # the walks' plans and results, kept across states
         self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
         # per kind of persistent set (the sorted kinds of its processes: "g" thread groups, "l" landings, "m"
         # MMA units, "s" bulk stores, "k" commit arrivals, "x" exits), how many states offered only it (--stats)
@@ -460,24 +554,36 @@ class Reduced:
         # mapping: only the persistent ones are then mapped (the choice depends on the state alone)
         self._raw = getattr(system, "raw_successors", system.successors)
         self._canon = getattr(system, "canon_successors", None)
+        # a system may also offer its successors in two parts: moves, and (action, build) pairs of those it makes
+        # only when asked (the reduction keeps few of them)
+        self._split = getattr(system, "split_successors", None)
 
     def initial(self) -> Any:
         return self.system.initial()
 
     def successors(self, state: Any) -> list:
-        succ = self._raw(state)
-        if len(succ) > 1:
-            keys = {self.describer.process_of(a) for a, _, _ in succ}
+        if self._split is None:
+            succ = self._raw(state)
+            lazy: list = []
+        else:
+            succ, lazy = self._split(state)
+        process_of = self.describer.process_of
+        if len(succ) + len(lazy) > 1:
+            keys = {process_of(a) for a, _, _ in succ}
+            keys.update(process_of(a) for a, _ in lazy)
             if len(keys) > 1:
                 procs, budgets = self.describer.processes(state, keys)
-                t = persistent(procs, budgets, self.wins)
+                t = persistent(procs, budgets, self.wins, self.flat)
                 if t is not None:
                     self.reduced_states += 1
                     kind = tuple(sorted(k[0] for k in t if k in keys))
                     self.sets[kind] = self.sets.get(kind, 0) + 1
-                    succ = [x for x in succ if self.describer.process_of(x[0]) in t]
+                    succ = [x for x in succ if process_of(x[0]) in t]
+                    lazy = [x for x in lazy if process_of(x[0]) in t]
                 else:
                     self.full += 1
+        if lazy:
+            succ = succ + [build() for _, build in lazy]
         return succ if self._canon is None else self._canon(succ)
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:

@@ -101,6 +101,10 @@ class Symmetric:
         """The model's successors of s, not yet canonical (por.Reduced maps only those it keeps)."""
         return self.model.successors(s)
 
+    def split_successors(self, s: State) -> tuple[list, list]:
+        """The model's successors of s in its two parts (thread moves, events to build), not yet canonical."""
+        return self.model.split_successors(s)
+
     def canon_successors(self, succ: list) -> list:
         return [(a, self.canon(t), f) for a, t, f in succ]
 
@@ -112,27 +116,63 @@ class Symmetric:
         return self.model.terminal_findings(s)
 
     # ------------------------------------------------------------ canonical states
-    def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...], warp: tuple = ()) -> bytes:
+    def _signature(self, s: State, classes: tuple[int, ...], units: tuple[int, ...], warp: tuple = (),
+                   owned: dict | None = None) -> bytes:
+        """What tells a role instance's (or a warp's) classes apart from another's; `owned` (`_owned`): the state's
+        records by the class they belong to, when several signatures of one state are taken."""
         local = {c: k for k, c in enumerate(classes)}
         lu = {u: k for k, u in enumerate(units)}
 
         def rc(c):
             return local.get(c, ("x", c))
 
+        if owned is None:
+            owned = self._owned(s, classes)
+        mine = [owned[c] for c in classes if c in owned]
         mmas = tuple((d, f, tuple((q, ops, site, rc(c), out) for q, ops, site, c, out in inf))
                      for d, f, inf in (s.mmas[u] for u in units))
-        stores = sorted((rc(c), q, b, t, st, si) for c, q, b, t, st, si in s.stores if c in local)
-        dirty = sorted((b, rc(c), y) for b, c, y in s.dirty if c in local)
-        flight = sorted(op[:5] for op in s.flight if op[5] in local)
+        stores = sorted((rc(c), q, b, t, st, si) for o in mine for c, q, b, t, st, si in o[0])
+        dirty = sorted((b, rc(c), y) for o in mine for b, c, y in o[1])
+        flight = sorted(op[:5] for o in mine for op in o[2])
         commits = sorted((k[0], lu.get(k[1], rc(k[1])) if k[0] == "mma" else rc(k[1]), k[2], k[3], rc(k[5]), k[7])
-                         for k in s.commits if k[5] in local)
-        arrivers = tuple(sorted((g, r) for g, b in enumerate(s.bars) if b is not None
-                                for c, r in b.arrivers if c in local))
+                         for o in mine for k in o[3])
+        arrivers = tuple(sorted(gr for o in mine for gr in o[4]))
         colls = tuple((k[0],) + k[5:] + (a, n) for k, a, n in s.colls if k[0] in _WARP_KEYS and k[1:5] == warp) \
             if warp else ()
         sig = (tuple(s.locs[c] for c in classes), mmas, tuple(stores), tuple(dirty), tuple(flight), tuple(commits),
                arrivers, colls)
         return pickle.dumps(sig, 5)
+
+    @staticmethod
+    def _owned(s: State, classes: tuple[int, ...] | None = None) -> dict:
+        """Per class (of `classes`; None: every class), its records in s: bulk stores, dirty buffers, copies in
+        flight, commits, and the (barrier, round) of its recorded arrivals."""
+        out: dict = {}
+
+        def rec(c):
+            hit = out.get(c)
+            if hit is None:
+                hit = out[c] = ([], [], [], [], [])
+            return hit
+        want = None if classes is None else set(classes)
+        for e in s.stores:
+            if want is None or e[0] in want:
+                rec(e[0])[0].append(e)
+        for e in s.dirty:
+            if want is None or e[1] in want:
+                rec(e[1])[1].append(e)
+        for e in s.flight:
+            if want is None or e[5] in want:
+                rec(e[5])[2].append(e)
+        for e in s.commits:
+            if want is None or e[5] in want:
+                rec(e[5])[3].append(e)
+        for g, b in enumerate(s.bars):
+            if b is not None:
+                for c, r in b.arrivers:
+                    if want is None or c in want:
+                        rec(c)[4].append((g, r))
+        return out
 
     def canon(self, s: State) -> State:
         if self.warp_groups:
@@ -165,6 +205,7 @@ class Symmetric:
         wmap: dict[tuple, int] = {}
         locs = s.locs
         pk = self._pickled
+        owned = None  # the state's records by class, once a signature is needed
         for members in self.warp_groups:
             # where the warps stand tells them apart most of the time; the whole signature breaks ties
             keys: list = []
@@ -178,7 +219,9 @@ class Symmetric:
                 keys.append(k)
             if len(set(keys)) < len(keys):  # only warps that stand together need the rest of the signature
                 seen = Counter(keys)
-                keys = [(k, self._signature(s, cls, (), where) if seen[k] > 1 else b"")
+                if owned is None:
+                    owned = self._owned(s)
+                keys = [(k, self._signature(s, cls, (), where, owned) if seen[k] > 1 else b"")
                         for k, (where, cls) in zip(keys, members)]
             order = sorted(range(len(members)), key=keys.__getitem__)
             if order == list(range(len(members))):
