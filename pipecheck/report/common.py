@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.diagnostics import Note, Span, call_site, called_from
+from ..core.words import ranges
 from ..pipeline.configurations import elect_call
 from ..model.threads import Config
 from ..pipeline.result import Issue, Result
@@ -271,14 +272,7 @@ def role_lines(result: Result) -> list[str]:
 
 
 def _threads_text(ts: list[int], base: int) -> str:
-    runs: list[list[int]] = []
-    for t in ts:
-        if runs and runs[-1][1] + 1 == t:
-            runs[-1][1] = t
-        else:
-            runs.append([t, t])
-    words = [f"{base + a}" if a == b else f"{base + a}-{base + b}" for a, b in runs]
-    return ("thread " if len(ts) == 1 else "threads ") + ",".join(words)
+    return ("thread " if len(ts) == 1 else "threads ") + ranges(base + t for t in ts)
 
 
 def config_text(result: Result, config: Config) -> str:
