@@ -452,7 +452,7 @@ def test_runner_restarts_a_program_that_ended_early(tmp_path: Path) -> None:
 
 import json  # noqa: E402
 
-from pipecheck.replay.outcome import ptx_model_verdict, ptx_run_kinds  # noqa: E402
+from pipecheck.replay.outcome import launch_for_row, ptx_model_verdict, ptx_run_kinds  # noqa: E402
 
 PTX_DEFAULT = {"pingpong-lane3", "cooperative-lane3"}  # hangs found in a few hundred states; the rest under -m slow
 
@@ -465,19 +465,9 @@ def _ptx_rows():
     return [pytest.param(r, id=r["name"], marks=[] if r["name"] in PTX_DEFAULT else [pytest.mark.slow]) for r in rows]
 
 
-def _launch_for(row: dict, tmp: Path) -> Path:
-    rec_dir = ROOT / "tests/hw/ptx"
-    rec = json.loads((rec_dir / f"launch-{row['family']}.json").read_text())
-    rec["image"] = str(ROOT / "tests/data/ptx" / f"{row['corpus']}.ptx")
-    rec["params"] = str(rec_dir / f"launch-{row['family']}.params")
-    out = tmp / f"launch-{row['name']}.json"
-    out.write_text(json.dumps(rec))
-    return out
-
-
 @pytest.mark.parametrize("row", _ptx_rows())
 def test_recorded_h200_real_kernel_agrees_with_pipecheck(row: dict, tmp_path: Path) -> None:
-    verdict, blocked = ptx_model_verdict(str(_launch_for(row, tmp_path)), row["elect_lane"])
+    verdict, blocked = ptx_model_verdict(str(launch_for_row(ROOT, row, tmp_path)), row["elect_lane"])
     runs = [ptx_run_kinds(o) for o in row["outcomes"]]
     j = judge(verdict, runs)
     assert j.ok, f"{row['name']}: {j.reason}"

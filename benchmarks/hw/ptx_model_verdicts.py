@@ -22,21 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HW = ROOT / "tests/hw/h200.json"
 
 
-def _launch_for(row: dict, tmp: Path) -> Path:
-    rec_dir = ROOT / "tests/hw/ptx"
-    rec = json.loads((rec_dir / f"launch-{row['family']}.json").read_text())
-    rec["image"] = str(ROOT / "tests/data/ptx" / f"{row['corpus']}.ptx")
-    rec["params"] = str(rec_dir / f"launch-{row['family']}.params")
-    out = tmp / f"launch-{row['name']}.json"
-    out.write_text(json.dumps(rec))
-    return out
-
-
 def one(row: dict, complete: bool = True) -> dict:
-    from pipecheck.replay.outcome import ptx_model_verdict
+    from pipecheck.replay.outcome import launch_for_row, ptx_model_verdict
     with tempfile.TemporaryDirectory() as d:
         t = time.process_time()
-        verdict, blocked = ptx_model_verdict(str(_launch_for(row, Path(d))), row["elect_lane"], complete=complete)
+        verdict, blocked = ptx_model_verdict(str(launch_for_row(ROOT, row, Path(d))), row["elect_lane"],
+                                             complete=complete)
         return {"name": row["name"], "codes": list(verdict.codes), "may_complete": verdict.may_complete,
                 "blocked": blocked, "cpu_s": round(time.process_time() - t, 1), "complete": complete}
 

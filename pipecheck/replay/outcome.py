@@ -248,6 +248,19 @@ def model_verdict(spec: str, config: Mapping, max_states: int = 500_000) -> Mode
     return ModelVerdict(tuple(dict.fromkeys(found + static)), may)
 
 
+def launch_for_row(root: Path, row: dict, out_dir: Path) -> Path:
+    """A recorded real-kernel configuration (tests/hw/h200.json "ptx") as a launch record to verify: its
+    family's captured launch (tests/hw/ptx/launch-FAMILY.json: shape and parameter bytes) with the
+    configuration's own corpus PTX as the module."""
+    rec_dir = root / "tests/hw/ptx"
+    rec = json.loads((rec_dir / f"launch-{row['family']}.json").read_text())
+    rec["image"] = str(root / "tests/data/ptx" / f"{row['corpus']}.ptx")
+    rec["params"] = str(rec_dir / f"launch-{row['family']}.params")
+    out = out_dir / f"launch-{row['name']}.json"
+    out.write_text(json.dumps(rec))
+    return out
+
+
 def ptx_model_verdict(kernel: str, elect_lane: int | None, max_states: int = 500_000,
                       complete: bool = True) -> tuple[ModelVerdict, list]:
     """pipecheck's verdict for a compiled kernel (a .ptx, or a captured launch) with every elect.sync
