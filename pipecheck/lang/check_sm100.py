@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from ..core.diagnostics import SpecError, error
 from . import ast as A
+from .consts import eval_const
 
 CLC_RESPONSE_BYTES = 16  # clusterlaunchcontrol.try_cancel writes a 16-byte response (PTX ISA 9.7.13.21)
 
 
 def cta_group(e: A.Expr | None, env, arch: str, cluster_size: int, what: str) -> int:
     """The constant of `cta_group N` (1 or 2); 2 needs sm_100 and CTA pairs (an even cluster size)."""
-    from .check import eval_const  # check.py imports this module
     if e is None:
         return 1
     try:
@@ -48,7 +48,6 @@ MAX_CLC = 16
 def clc_decl(item: A.Clc, env, kchoose_decl):
     """`clc N`: a kernel choice 0..N, fixed for the run: the first k responses are canceled clusters (more work),
     the next fails. Every k is explored (a configuration)."""
-    from .check import eval_const
     try:
         n = eval_const(item.count, env, "clc's bound")
     except SpecError:

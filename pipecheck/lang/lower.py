@@ -19,7 +19,8 @@ from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELI
 from ..model.threads import FULL_MASK, Config, ThreadClass, class_label
 from . import ast as A
 from . import check_sm100 as sm100
-from .check import BUILTINS, CheckedKernel, Inlined, binop, eval_const
+from .check import BUILTINS, CheckedKernel, Inlined
+from .consts import binop, eval_const
 
 # ---------------------------------------------------------------- resolution
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..core.diagnostics import Span, SpecError, error
-from ..lang.check import CheckedKernel, binop
+from ..lang.check import CheckedKernel
+from ..lang.consts import binop
 from ..lang.lower import RoleCode, resolve_roles
 from ..model.ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp, RRef, RRing, RVar, Site
 from ..model.ir import (TCGEN05_OPS, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE,

@@ -13,7 +13,8 @@ import z3
 
 from ..core.diagnostics import SpecError, error
 from ..lang import ast as A
-from ..lang.check import CheckedKernel, eval_const
+from ..lang.check import CheckedKernel
+from ..lang.consts import eval_const
 from ..model.ir import RBuiltin, RChoice, RConst, RElect, RExpr, ROp
 
 MAX_POINTS = 4096  # parameter points --all-params explores at most
