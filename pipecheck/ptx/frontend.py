@@ -7,11 +7,10 @@ pipeline calls per configuration.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -259,7 +258,7 @@ def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapp
     sites, site_index = _sites(pz.body, sl, ev, srcmap, every_site)
     steering = {r.offset for r in ev.param_reads if r.op in sl.ops}
     prog = PtxProgram(pz.path, pz.module, pz.entry, pz.body, ev.launch, ev, sl, pl, srcmap, sites, site_index, {},
-                      [q if q.offset in steering else dataclasses.replace(q, steers=False) for q in params
+                      [q if q.offset in steering else replace(q, steers=False) for q in params
                        if q.offset in steering or values.get(q.offset) != defaults.get(q.offset)])  # what the user set is always stated
     prog.copy_bytes = _copy_bytes(prog)
     return prog

@@ -7,6 +7,7 @@ A `.file` path is looked up as written, beside the PTX file, and, for CUTLASS he
 """
 from __future__ import annotations
 
+import collections
 import functools
 import re
 from pathlib import Path
@@ -179,14 +180,13 @@ class SourceMap:
             runs: list[tuple[str, list[int]]] = []
             prev = None
             for _, off, array in sorted(members):
-                run = None
-                if array == prev:  # a chain nvcc did not write afresh: the run this address continues
-                    run = next((r for r in runs if r[1][-1] + BARRIER_BYTES == off), None)
+                # the run this address continues: any run where nvcc did not write the chain afresh (the same
+                # array as the init before), else only a run of the array the chain names
+                run = next((r for r in runs if r[1][-1] + BARRIER_BYTES == off and (array == prev or r[0] == array)),
+                           None)
                 if run is None:
-                    run = next((r for r in runs if r[0] == array), None) if array != prev else None
-                    if run is None or (array != prev and run[1][-1] + BARRIER_BYTES != off):
-                        run = (array, [])
-                        runs.append(run)
+                    run = (array, [])
+                    runs.append(run)
                 run[1].append(off)
                 prev = array
             arrays = [r[0] for r in runs]
@@ -197,9 +197,7 @@ class SourceMap:
                 for k, off in enumerate(sorted(offs)):
                     named[off] = f"{name}[{k}]" if len(offs) > 1 or array else name
         labels = [named.get(lo + BARRIER_BYTES * k, f"mbar@{lo + BARRIER_BYTES * k}") for k in range(nbar)]
-        seen: dict[str, int] = {}
-        for name in labels:
-            seen[name] = seen.get(name, 0) + 1
+        seen = collections.Counter(labels)
         return tuple(name if seen[name] == 1 else f"mbar@{lo + BARRIER_BYTES * k}" for k, name in enumerate(labels))
 
     def _init_expression(self, loc: X.Loc) -> tuple[str, str, tuple] | None:

@@ -5,6 +5,7 @@ parts defined here. Both are deterministic: no timings, no terminal probing here
 """
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from dataclasses import replace
@@ -50,10 +51,7 @@ def _header(result: Result) -> str:
     if plan is not None and plan.incomplete:  # a stopped --all-params sweep: how much of it was done
         stats += f", {len(plan.complete)} of {len(plan.points)} parameter points explored"
     if swept:  # a compiled kernel's sweep: how many points
-        n = 1
-        for vals in swept.values():
-            n *= len(vals)
-        stats += f", {n} parameter points"
+        stats += f", {math.prod(len(vals) for vals in swept.values())} parameter points"
     if result.verdict == "verified":
         return f"{head}: verified ({stats})"
     if result.verdict == "inconclusive":
