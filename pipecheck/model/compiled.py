@@ -12,7 +12,7 @@ from typing import Callable
 from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX,
                  CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, TCGEN05_OPS, INVAL, JUMP, LET, LOCAL_OPS,
                  MMA, MMA_COMMIT, MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, EvalError,
-                 Program, RConst, ROp, RRef, RRing, RVar, Site, compile_expr)
+                 Instr, Program, RConst, ROp, RRef, RRing, RVar, Site, compile_expr)
 from .layout import Layout
 
 RefFn = Callable[[tuple, int], int]  # (registers, own CTA) -> flat id
@@ -60,6 +60,13 @@ def registers_read(e) -> set[int]:
     return set()
 
 
+def token_slot(ins: Instr) -> int | None:
+    """The register an `arrive` / `arrive_drop` writes its phase token into (PTX `mbarrier.arrive` with a state
+    destination that a later wait reads), or None: args (bar, count, tx[, slot]) and (bar, count[, slot])."""
+    n = 4 if ins.op == ARRIVE else 3
+    return ins.args[n - 1] if len(ins.args) >= n and isinstance(ins.args[n - 1], int) else None
+
+
 GHOST_USERS = (MMA, MMA_WAIT, MMA_COMMIT, COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE)
 
 
@@ -85,6 +92,9 @@ def liveness(prog: Program) -> list[frozenset[int]]:
         elif ins.op == PROBE:
             u |= registers_read(ins.args[:2])
             d.add(ins.args[2])
+        elif ins.op in (ARRIVE, ARRIVE_DROP) and token_slot(ins) is not None:
+            u |= registers_read(ins.args[:-1])
+            d.add(ins.args[-1])
         else:
             u |= registers_read(ins.args)
             if ins.op in GHOST_USERS:
@@ -248,11 +258,12 @@ def compile_program(prog: Program, layout: Layout, sites: list[Site]) -> list[CI
                 ci.c = lambda env, slot=slot, st=st, ph=ph: env[slot] // st - ph
         elif op == ARRIVE:
             ci.a, ci.b, ci.c, ci.d = bar(a[0], site), compile_expr(a[1]), opt(a[2]), _round(a[0])
+            ci.e = token_slot(ins)
             ci.once = prog.unrecorded or pc in once
         elif op in (EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, INIT):
             ci.a, ci.b = bar(a[0], site), compile_expr(a[1])
             if op == ARRIVE_DROP:
-                ci.d = _round(a[0])
+                ci.d, ci.e = _round(a[0]), token_slot(ins)
         elif op == INVAL:
             ci.a = bar(a[0], site)
         elif op == PROBE:

@@ -251,8 +251,10 @@ class Model:
                 tx = ins.c(env) if op is ARRIVE and ins.c is not None else 0
                 n = ins.b(env)
                 # plain single arrivals left out of the double-arrive record: they commute (por "u")
-                unit = ins.once and n == 1 and tx == 0
+                unit = ins.once and n == 1 and tx == 0 and ins.e is None
                 ops.append(("arrive", ins.a(env, cta), n * m, tx * m, unit))
+                if ins.e is not None:  # the token it writes is the barrier's phase when it runs: the future ends
+                    return self._stepped(key, ops, None, _STOPS)
             elif op is EXPECT_TX or op is COMPLETE_TX:
                 ops.append(("tx", ins.a(env, cta)))
             elif op is TMA_LOAD:
@@ -757,9 +759,12 @@ class Model:
         halted = None
         who = None if ins.once else (c, ins.d(env) if ins.d is not None else None)
         recorded = -1  # the phase in which this class's arrival was recorded: its other threads are not doubles
+        tokens: list[int] = []  # with a token register: each thread's token, the parity of the phase it arrived in
         for i in range(m):
             events: list[str] = []
             before = bars[gid]
+            if ins.e is not None:
+                tokens.append(before.phase & 1 if before is not None else 0)
             first = before is None or before.phase != recorded
             if before is not None:
                 recorded = before.phase
@@ -782,8 +787,28 @@ class Model:
                 # the class's other threads: plain arrivals of this phase (not recorded again) that neither
                 # complete it nor fault, so each only lowers the pending count, as S.arrive would one by one
                 bars[gid] = b._replace(pending=b.pending - left * n)
+                tokens += tokens[-1:] * left
                 break
-        self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted, t5=t5)
+        if ins.e is None or not tokens:
+            self._emit(out, s, c, gi, pc + 1, env, m, findings, bars=tuple(bars), halted=halted, t5=t5)
+        else:
+            self._token_emit(out, s, c, gi, pc + 1, env, ins.e, tokens, m, findings,
+                             bars=tuple(bars), halted=halted, t5=t5)
+
+    def _token_emit(self, out: list, s: State, c: int, gi: int, pc: int, env: tuple, slot: int, tokens: list[int],
+                    m: int, findings: list, **changes) -> None:
+        """Move group gi past an arrive that wrote each thread's phase token (PTX `mbarrier.arrive` with a state
+        destination: the phase the arrival landed in, H200 benchmarks/hw/probe_phase_token.cu): threads whose
+        tokens differ (an arrival landed in the next phase) go on as two groups."""
+        if len(set(tokens)) == 1 or len(tokens) < m:  # (a halted barrier: the kernel stops, one group will do)
+            self._emit(out, s, c, gi, pc, env[:slot] + (tokens[0],) + env[slot + 1:], m, findings, **changes)
+            return
+        base = s._replace(**changes)
+        rest = s.locs[c][:gi] + s.locs[c][gi + 1:]
+        parts = [(self.settle(c, pc, env[:slot] + (t,) + env[slot + 1:]), tokens.count(t)) for t in sorted(set(tokens))]
+        for k, (la, lb) in enumerate((a, b) for a in parts[0][0] for b in parts[1][0]):
+            groups = merge_groups(list(rest) + [(la, parts[0][1]), (lb, parts[1][1])])
+            out.append((("t", c, gi, k), base._replace(locs=s.locs[:c] + (groups,) + s.locs[c + 1:]), tuple(findings)))
 
     def _store_issue(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
         buf = ins.a(env, self.classes[c].cta)

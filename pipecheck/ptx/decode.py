@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.diagnostics import error
 from . import syntax as X
 from .flatten import Body, Op
 from .isa import ALU, IGNORED, INT_TYPES, type_of, width_of
@@ -162,8 +163,9 @@ def _mbarrier(op: Op, regs: dict[str, str]) -> Decoded:
     if "inval" in mods:
         return Decoded(PROTO_K, (), (), "inval", _roles(bar=_addr(ops[0])))
     if mods and mods[0] in ("try_wait", "test_wait"):
-        if "parity" not in mods:
-            return Decoded(REFUSE_K, reason=f"`{name}` waits on a phase token; pipecheck reads the `.parity` form only")
+        # the `.parity` form names the phase by its parity; the other form by the state token an arrive returned,
+        # which holds the parity of the phase that arrive landed in (H200: benchmarks/hw/probe_phase_token.cu):
+        # both wait on that parity, and the model gives a token register that parity when the arrive runs
         return Decoded(PROTO_K, _dest_regs(ops[0], 1), (), "probe", _roles(bar=_addr(ops[1]), parity=ops[2]))
     if mods and mods[0] == "expect_tx":
         return Decoded(PROTO_K, (), (), "expect_tx", _roles(bar=_addr(ops[0]), tx=ops[1]))
@@ -280,7 +282,7 @@ def prepare(body: Body) -> Body:
     completes (PTX 9.7.13.15.16); as a loop of probes a hang would look like a livelock."""
     ops = list(body.ops)
     for i, op in enumerate(ops):
-        if op.base != "mbarrier" or "try_wait" not in op.mods or "parity" not in op.mods or op.guard is not None:
+        if op.base != "mbarrier" or "try_wait" not in op.mods or op.guard is not None:
             continue
         p = _reg(op.operands[0]) if op.operands else None
         if p is None:
@@ -297,6 +299,7 @@ def prepare(body: Body) -> Body:
             ops[i] = wait
             ops[i + 1] = Op("bra.uni", (), None, False, nxt.line, nxt.col, nxt.loc, nxt.target)
             ops[i + 2] = Op("nop.spin", (), None, False, nxt2.line, nxt2.col, nxt2.loc)
+    _backoff_waits(ops, body.regs)
     # a one-shot probe that only decides whether to skip a blocking wait on the same barrier and parity
     # (CUTLASS's consumer_try_wait + consumer_wait): taking the wait is the same protocol, so the probe reads
     # "not yet" and the wait does the work (a probe that decides anything else stays a PROBE)
@@ -317,7 +320,191 @@ def prepare(body: Body) -> Body:
                     ops[i] = Op("mov.pred", (op.operands[0], X.Imm(0)), None, False, op.line, op.col, op.loc, -1,
                                 op.call_depth)
                     break
+    _refuse_spins(body, ops)
     return Body(ops, body.regs, body.file)
+
+
+LOOP_LIMIT = 96  # instructions a back-off wait loop may span
+
+
+def _succ(ops: list[Op], j: int) -> list[int]:
+    op = ops[j]
+    if op.base == "bra":
+        return [op.target] if op.guard is None else [j + 1, op.target]
+    if op.base in ("exit", "ret", "trap", "brx") or j + 1 >= len(ops):
+        return []
+    return [j + 1]
+
+
+def _regs(o: X.Operand) -> list[str]:
+    if isinstance(o, X.Reg):
+        return [o.name]
+    if isinstance(o, X.BinOp):
+        return _regs(o.a) + _regs(o.b)
+    if isinstance(o, (X.Neg, X.Not)):
+        return _regs(o.a)
+    if isinstance(o, X.Addr):
+        return [r for p in o.parts for r in _regs(p)]
+    if isinstance(o, (X.Vec, X.PList, X.Pair)):
+        return [r for p in ((o.a, o.b) if isinstance(o, X.Pair) else o.items) for r in _regs(p)]
+    return []
+
+
+def _probe(op: Op) -> bool:
+    return op.base == "mbarrier" and bool(op.mods) and op.mods[0] in ("try_wait", "test_wait") and op.guard is None \
+        and len(op.operands) >= 3 and _reg(op.operands[0]) is not None
+
+
+def _quiet(op: Op) -> bool:
+    """Nothing another thread can see, and no memory: arithmetic, timer reads, branches, sleeps."""
+    return op.base in ALU or op.base in IGNORED or op.base in ("bra", "setp", "selp", "not") \
+        or op.opcode.startswith("nop.")
+
+
+def _decision(ops: list[Op], i: int) -> tuple[int, int] | None:
+    """Where control goes from probe i once the probe's result decides a branch: (where `true` goes, where
+    `false` goes), following the straight code after it (the result copied through selp / setp / not); None
+    when a branch the result does not decide, or anything but arithmetic, comes first."""
+    p = _reg(ops[i].operands[0])
+    known: list[dict[str, int]] = [{p: 1}, {p: 0}]
+    j = i + 1
+    for _ in range(LOOP_LIMIT):
+        if j >= len(ops):
+            return None
+        op = ops[j]
+        if op.base == "bra":
+            if op.guard is None:
+                j = op.target
+                continue
+            if op.guard not in known[0] or op.guard not in known[1]:
+                return None
+            t1, t0 = (op.target if bool(k[op.guard]) != op.negated else j + 1 for k in known)
+            if t1 == t0:
+                j = t1
+                continue
+            return t1, t0
+        if not _quiet(op) or not op.operands:
+            return None
+        dest = _reg(op.operands[0])
+        for k in known:
+            vals = [k.get(o.name) if isinstance(o, X.Reg) else o.value if isinstance(o, X.Imm) else None
+                    for o in op.operands[1:]]
+            v = None
+            if None not in vals:
+                if op.base == "selp" and len(vals) == 3:
+                    v = vals[0] if vals[2] else vals[1]
+                elif op.base == "mov" and len(vals) == 1:
+                    v = vals[0]
+                elif op.base == "not" and len(vals) == 1 and "pred" in op.mods:
+                    v = int(not vals[0])
+                elif op.base == "setp" and len(vals) == 2 and op.mods[0] in ("eq", "ne"):
+                    v = int((vals[0] == vals[1]) == (op.mods[0] == "eq"))
+            if dest is not None:
+                if v is None:
+                    k.pop(dest, None)
+                else:
+                    k[dest] = v
+        j += 1
+    return None
+
+
+def _read_outside(ops: list[Op], region: set[int], regs: dict[str, str]) -> set[str]:
+    out: set[str] = set()
+    for j, o in enumerate(ops):
+        if j in region:
+            continue
+        dests = {r for r, _ in decode(o, regs).dests}
+        out.update(r for x in o.operands for r in _regs(x) if r not in dests or x is not o.operands[0])
+        if o.guard:
+            out.add(o.guard)
+    return out
+
+
+def _wait_region(ops: list[Op], i: int, regs: dict[str, str]) -> tuple[set[int], int] | None:
+    """The code from probe i to where a completed phase leaves it, when that code is one blocking wait: the
+    region (every instruction reachable from i short of the way out, within LOOP_LIMIT) holds only quiet
+    instructions and probes of the same barrier and phase; each probe's `true` leaves for the way out at once,
+    its `false` cannot get there without trying again (whatever a timer or spin count says); the region is
+    entered only at i, and nothing it computes is read after it."""
+    first = _decision(ops, i)
+    if first is None:
+        return None
+    out = first[0]
+    near = range(max(0, i - LOOP_LIMIT), min(len(ops), i + LOOP_LIMIT))
+    region, stack = {i}, [i]
+    while stack:
+        for k in _succ(ops, stack.pop()):
+            if k == out or k in region:
+                continue
+            if k not in near:
+                return None
+            region.add(k)
+            stack.append(k)
+    if len(region) < 2 or not (region & {first[1]}):
+        return None
+    what = ops[i].operands[1:3]
+    probes = [j for j in region if _probe(ops[j])]
+    if any(not _quiet(ops[j]) for j in region if j not in probes) or any(ops[j].operands[1:3] != what for j in probes):
+        return None
+    for q in probes:
+        d = _decision(ops, q)
+        if d is None or d[0] != out:
+            return None
+        seen, stack = set(), [d[1]]
+        while stack:  # from where `false` goes, the way out only after another probe
+            j = stack.pop()
+            if j == out:
+                return None
+            if j in seen or _probe(ops[j]):
+                continue
+            seen.add(j)
+            stack.extend(_succ(ops, j))
+    if any(k in region and k != i for j in range(len(ops)) if j not in region for k in _succ(ops, j)):
+        return None
+    defined = {r for j in region if j != i for r, _ in decode(ops[j], regs).dests}
+    if defined & _read_outside(ops, region, regs):
+        return None
+    return region, out
+
+
+def _backoff_waits(ops: list[Op], regs: dict[str, str]) -> None:
+    """Collapse a try_wait with a back-off into one blocking wait: libcu++'s `cuda::barrier::wait` (CUDA 13.0,
+    docs/ptx.md) tries the phase once, and while it has not completed counts spins, reads `%globaltimer` and
+    sleeps (`nanosleep`) before trying again (`_wait_region` says when such code is a wait)."""
+    for i, op in enumerate(ops):
+        if not _probe(op) or i + 1 >= len(ops):
+            continue
+        found = _wait_region(ops, i, regs)
+        if found is None:
+            continue
+        region, out = found
+        ops[i] = Op("pipecheck.wait." + ".".join(op.mods), op.operands[:3], None, False, op.line, op.col, op.loc, -1,
+                    op.call_depth)
+        nxt = ops[i + 1]
+        ops[i + 1] = Op("bra.uni", (), None, False, nxt.line, nxt.col, nxt.loc, out)
+        for j in region - {i, i + 1}:  # no longer reachable: the probes in it are not spin loops of their own
+            o = ops[j]
+            ops[j] = Op("nop.spin", (), None, False, o.line, o.col, o.loc)
+
+
+def _refuse_spins(body: Body, ops: list[Op]) -> None:
+    """A probe on a cycle of quiet instructions is a spin loop that `prepare` did not recognise as a wait: as a
+    loop of probes a hang would look like a thread that keeps running, so it is refused, never explored."""
+    for i, op in enumerate(ops):
+        if not (op.base == "mbarrier" and op.mods and op.mods[0] in ("try_wait", "test_wait")):
+            continue
+        near = range(max(0, i - LOOP_LIMIT), min(len(ops), i + LOOP_LIMIT))
+        seen, stack = set(), list(_succ(ops, i))
+        while stack:
+            j = stack.pop()
+            if j == i:
+                raise error("rule", f"PTX line {op.line}: `{op.opcode}` spins in a loop pipecheck does not read as "
+                            "a wait (the loop does more than try the phase again, or leaves it another way): "
+                            "exploring it would hide a hang", body.span(i))
+            if j in seen or j not in near or not _quiet(ops[j]):
+                continue
+            seen.add(j)
+            stack.extend(_succ(ops, j))
 
 
 __all__ = ["Decoded", "decode", "prepare", "INT_TYPES"]

@@ -261,8 +261,8 @@ class _Eval:
                 return self._shfl(i, op, d, regs)
             if d.what == "wait":
                 return [1]  # the wait ends when its phase completed: P is true after the loop
-            if d.what == "probe":
-                return [DYN]
+            if d.what in ("probe", "arrive", "arrive_drop"):
+                return [DYN]  # whether the phase completed; an arrive's phase token (the parity it arrived in)
             return [Unknown(i, f"the state token of `{op.opcode}`")] * len(d.dests)
         return [Unknown(i, f"`{op.opcode}`")] * len(d.dests)
 

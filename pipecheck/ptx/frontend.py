@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -114,6 +115,10 @@ class PtxProgram:
     def masks(self) -> list[int]:
         return self.plan.elect_masks
 
+    @property
+    def symbols(self) -> list[tuple[int, int, str]]:
+        return _shared_symbols(self.module, self.entry)
+
 
 # ---------------------------------------------------------------- loading
 
@@ -126,15 +131,15 @@ def _body_shared(scope: X.Scope | None) -> list[X.Global]:
             out.extend(_body_shared(item))
         elif isinstance(item, X.Decl) and item.kind == "shared":
             align = next((int(b) for a, b in zip(item.words, item.words[1:]) if a == ".align" and b.isdigit()), 1)
-            typ = next((w for w in item.words if w[:2] in (".b", ".u", ".s", ".f")), ".b8")
+            typ = next((w for w in item.words if w[:2] in (".b", ".u", ".s", ".f") and w[2:].isdigit()), ".b8")
             out.extend(X.Global("shared", n, align, typ, item.dims, False, item.line) for n in item.names)
     return out
 
 
-def _shared_layout(module: X.Module, entry: X.Function | None = None) -> dict[str, int]:
-    """Addresses of `.shared` symbols: static variables (the module's, then the kernel body's) from 0 in
-    declaration order, dynamic smem after them."""
-    out: dict[str, int] = {}
+def _shared_symbols(module: X.Module, entry: X.Function | None = None) -> list[tuple[int, int, str]]:
+    """(address, bytes, name) of each `.shared` symbol: static variables (the module's, then the kernel body's)
+    from 0 in declaration order, dynamic smem (0 bytes declared) after them."""
+    out: list[tuple[int, int, str]] = []
     addr = 0
     dynamic = []
     for g in list(module.globals) + _body_shared(entry.body if entry is not None else None):
@@ -145,14 +150,31 @@ def _shared_layout(module: X.Module, entry: X.Function | None = None) -> dict[st
             continue
         a = max(g.align, 1)
         addr = (addr + a - 1) // a * a
-        out[g.name] = addr
         width = {".b8": 1, ".u8": 1, ".s8": 1, ".b16": 2, ".u16": 2, ".b64": 8, ".u64": 8}.get(g.type, 4)
-        addr += width * math.prod(d for d in g.dims if d) if g.dims else width
+        size = width * math.prod(d for d in g.dims if d) if g.dims else width
+        out.append((addr, size, g.name))
+        addr += size
     for g in dynamic:
         a = max(g.align, 16)
         addr = (addr + a - 1) // a * a
-        out[g.name] = addr
+        out.append((addr, 0, g.name))
     return out
+
+
+def _shared_layout(module: X.Module, entry: X.Function | None = None) -> dict[str, int]:
+    return {name: addr for addr, _, name in _shared_symbols(module, entry)}
+
+
+def _symbol_label(symbols: tuple[tuple[int, int, str], ...], off: int, default: str) -> str:
+    """A barrier the source names only by its variable (`__shared__ cuda::barrier<...> bar`): `bar`, or
+    `bars[k]` in an array of them, from the `.shared` symbol at its address (nvcc's local name
+    `_ZZ<function>E<n><name>`)."""
+    for lo, size, name in symbols:
+        if lo <= off < lo + size:
+            m = re.search(r"E(\d+)([A-Za-z_]\w*)$", name)
+            short = m.group(2)[:int(m.group(1))] if m else name
+            return short if size <= BARRIER_BYTES else f"{short}[{(off - lo) // BARRIER_BYTES}]"
+    return default
 
 
 def _param_bases(entry: X.Function) -> dict[str, int]:
@@ -555,7 +577,8 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
     if any((b - lo) % BARRIER_BYTES for b in bars):
         raise error("rule", "PTX: barrier addresses are not 8-byte aligned relative to each other", Span(prog.path, 1, 1))
     nbar = (hi - lo) // BARRIER_BYTES + 1
-    labels = prog.sources.barrier_labels(lo, nbar, inits, prog.body)
+    labels = tuple(_symbol_label(prog.symbols, lo + BARRIER_BYTES * k, label) if label.startswith("mbar@") else label
+                   for k, label in enumerate(prog.sources.barrier_labels(lo, nbar, inits, prog.body)))
     # buffers: each TMA load's destination with its bytes; each TMA store's source up to the next region
     loads: dict[int, tuple[int, int]] = {}
     for (kind, site), vals in seen.items():

@@ -535,10 +535,13 @@ class Emitter:
             self.emit(INIT, (bar(), role("count")), i)
         elif w == "inval":
             self.emit(INVAL, (bar(),), i)
-        elif w == "arrive":
-            self.emit(ARRIVE, (bar(), role("count") or RConst(1), role("tx")), i)
-        elif w == "arrive_drop":
-            self.emit(ARRIVE_DROP, (bar(), role("count") or RConst(1)), i)
+        elif w in ("arrive", "arrive_drop"):
+            # a state destination a wait reads: the model writes the arrival's phase token into its register
+            token = tuple(self.slot(r) for r, _ in d.dests[:1] if r in self.pl.dyn)
+            if w == "arrive":
+                self.emit(ARRIVE, (bar(), role("count") or RConst(1), role("tx")) + token, i)
+            else:
+                self.emit(ARRIVE_DROP, (bar(), role("count") or RConst(1)) + token, i)
         elif w == "expect_tx":
             self.emit(EXPECT_TX, (bar(), role("tx")), i)
         elif w == "complete_tx":

@@ -74,6 +74,20 @@ def short_function(mangled: str) -> str:
     return "::".join(names)
 
 
+_TOOLKIT = re.compile(r"(^cuda/|/cuda(-[\d.]+)?/(targets/[^/]+/)?include/|/include/cccl/)")
+
+
+def toolkit_header(path: str) -> bool:
+    """A header of the CUDA toolkit (libcu++'s `cuda/barrier`, `sm_90_intrinsics.h`, ...): not the user's code."""
+    return bool(_TOOLKIT.search(path))
+
+
+def _user_frame(spans: list[Span]) -> int:
+    """The innermost frame of an inlined-at chain outside the CUDA toolkit's headers (libcu++ wraps its
+    `mbarrier` asm in several layers; the user's `bar.wait(std::move(token))` is the line to show)."""
+    return next((k for k, sp in enumerate(spans) if not toolkit_header(sp.file)), 0)
+
+
 class SourceMap:
     def __init__(self, module: X.Module, ptx_path: str, sources: dict[str, str]):
         self.module = module
@@ -126,9 +140,10 @@ class SourceMap:
         spans = [s for s in (self.span(l) for l in locs) if s is not None]
         if not spans:
             return Site(Span(self.ptx, op.line, op.col + 1), text)
-        fn = locs[0].function
+        k = _user_frame(spans)
+        fn = locs[min(k, len(locs) - 1)].function
         proc = short_function(self.module.strings.get(fn, fn)) if fn else None
-        return Site(spans[0], text, tuple(spans[1:]), proc)
+        return Site(spans[k], text, tuple(spans[k + 1:]), proc)
 
     def where(self, loc: X.Loc | None) -> str:
         """`tuple_algorithms.hpp:785: `return a;`, in sm90_gemm_...hpp:613: `auto k_tile_count = ...``: the
@@ -143,6 +158,7 @@ class SourceMap:
             return f"{span.file.rsplit('/', 1)[-1]}:{span.line}" + (f": `{text}`" if text else "")
         # the innermost line, and the kernel's own statement it was inlined into (the frame just inside
         # the outermost, which for CUTLASS is `device_kernel.h`'s call of the kernel)
+        spans = spans[_user_frame(spans):]
         out = one(spans[0])
         if len(spans) >= 3:
             out += f", in {one(spans[-2])}"

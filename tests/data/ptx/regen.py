@@ -110,9 +110,13 @@ def _dsl(name, variant, note="", expect=()):
             "variant": variant, "patch": None, "note": note, "expect": list(expect)}
 
 
-def _mini(name, defines, note="", expect=()):
-    return {"name": name, "kind": "nvcc-plain", "source": "src/mini.cu", "defines": list(defines),
+def _mini(name, defines, note="", expect=(), source="src/mini.cu"):
+    return {"name": name, "kind": "nvcc-plain", "source": source, "defines": list(defines),
             "patch": None, "note": note, "expect": list(expect)}
+
+
+def _libcudacxx(name, defines, note="", expect=()):
+    return _mini(name, ["-std=c++17", *defines], note, expect, "src/cuda_barrier_tma.cu")
 
 
 # What `pipecheck verify FILE ARGS` must find on each file, checked by tests/test_golden.py: a list of
@@ -175,6 +179,14 @@ KERNELS = [
           expect=[("", "trap", "")]),
     _mini("mini_bug_no_fence", ["-DCOUNT=64", "-DNO_FENCE"], "planted: no fence.mbarrier_init after the init",
           expect=[("", "uninit-barrier", "")]),
+    _libcudacxx("cuda_barrier_tma", [], "libcu++ cuda::barrier + TMA as the CUDA Programming Guide writes it: "
+                "phase-token waits with a back-off loop", expect=[("", "verified", "")]),
+    _libcudacxx("cuda_barrier_tma_bug_count", ["-DBUG_COUNT"],
+                "planted: init(&bar, blockDim.x + 1), one arrival more than the block has",
+                expect=[("", "hang", "")]),
+    _libcudacxx("cuda_barrier_tma_bug_no_sync", ["-DBUG_NO_SYNC"],
+                "planted: no __syncthreads between the threads' writes and thread 0's TMA store",
+                expect=[("", "missing-proxy-fence, store-reuse", "")]),
 ]
 
 
