@@ -24,6 +24,8 @@ What it builds (see KERNELS below and NOTES.md / src/patch_*/PATCH.md):
   headers is a full "cutlass/..." quoted path, so the including file's own directory never
   finds the original first; the script checks that the patched file, not the original,
   is the one named in the PTX's .file table).
+* sm_100a entries (an entry's "arch" replaces -arch=sm_90a): src/cutlass_sm100_2sm.cu (CUTLASS's
+  2-SM UMMA GEMM, the flags above) and src/umma_2sm_mini.cu (plain nvcc with its -D variants).
 * CuTe DSL kernels: src/cute_dsl_tma_pipeline.py, run once per variant in a scratch
   directory with CUTE_DSL_ARCH=sm_90a; it calls
   cute.compile(..., options="--keep-ptx --generate-line-info") on fake tensors
