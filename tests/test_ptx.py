@@ -230,14 +230,20 @@ def test_tcgen05_mma_and_commit_of_a_compiled_sm100_kernel(tmp_path):
 
 
 @needs_nvcc
-def test_a_two_cta_tcgen05_mma_is_refused_by_name(tmp_path):
+def test_a_two_cta_tcgen05_mma_in_a_one_cta_kernel_is_refused_with_its_line(tmp_path):
+    """A pair MMA (read since session 13, tests/test_ptx_sm100.py) that every CTA issues: the kernel runs on
+    one pair by default, and the odd CTA reaching the MMA is refused; `tcgen05.cp.cta_group::2` by name."""
     from pipecheck.ptx.nvcc import compile_cuda
     ptx, _ = compile_cuda(str(PTX / "src" / "umma_mini.cu"), ("-arch=sm_100a",))
     text = Path(ptx).read_text()
     two = text.replace("tcgen05.mma.cta_group::1", "tcgen05.mma.cta_group::2", 1)
     assert two != text
-    code, out, err = cli("verify", str(_write(tmp_path, two)))
-    assert code == 2 and "cta_group::2" in err and "k.ptx:" in err
+    code, out, err = cli("verify", str(_write(tmp_path, two)), "-D", "param_0=7")
+    assert code == 2 and "is issued by the even CTA of a pair" in err and "but CTA 1 (%cluster_ctarank)" in err
+    assert "k.ptx:" in err and "Traceback" not in err
+    cp = text.replace("tcgen05.mma.cta_group::1", "tcgen05.cp.cta_group::2.128x256b", 1)
+    code, out, err = cli("verify", str(_write(tmp_path, cp)), "-D", "param_0=7")
+    assert code == 2 and "(cta_group::2) is not modelled by the PTX front end yet" in err and "k.ptx:" in err
 
 
 def test_all_params_sweeps_the_loop_bounds_of_a_compiled_kernel():

@@ -33,6 +33,7 @@ class Decoded:
     roles: tuple[tuple[str, X.Operand], ...] = ()  # protocol operands by name: ("bar", op), ("count", op), ...
     space: str = ""  # load/store: param | shared | global | local | const
     reason: str = ""  # refuse: why
+    pair: bool = False  # t5_mma / t5_commit / tma_load with `.cta_group::2`: the CTA pair's form (PTX ISA 9.7.16)
 
 
 def _reg(o: X.Operand) -> str | None:
@@ -196,19 +197,21 @@ def _tcgen05(op: Op) -> Decoded:
     `relinquish_alloc_permit` move no protocol state, and an `ld`'s registers are values pipecheck cannot know."""
     mods, ops, name = op.mods, op.operands, op.opcode
     kind = mods[0] if mods else ""
-    group2 = "cta_group::2" in mods
-    if group2 and kind in ("mma", "commit", "cp"):
-        return Decoded(REFUSE_K, reason=f"`{name}` (cta_group::2: one MMA over a CTA pair) is not modelled by the "
-                                        "PTX front end yet")
+    # cta_group::2: the MMA of a CTA pair, issued by the even CTA, reading both CTAs' SMEM at the same
+    # descriptors; its commit tracks the pair's MMAs (9.7.16.10, 9.7.16.12)
+    pair = "cta_group::2" in mods
+    if pair and kind == "cp":
+        return Decoded(REFUSE_K, reason=f"`{name}` (cta_group::2) is not modelled by the PTX front end yet")
     if kind == "mma":
         if "ws" in mods or "sp" in mods or any(m.startswith("block_scale") for m in mods):
             return Decoded(REFUSE_K, reason=f"`{name}` is a tcgen05.mma form pipecheck does not model")
         # [d_tmem], a (descriptor, or [a_tmem]), b descriptor, idesc, ...
         a, b = ops[1], ops[2]
-        return Decoded(PROTO_K, (), (), "t5_mma", _roles(a=None if isinstance(a, X.Addr) else a, b=b))
+        return Decoded(PROTO_K, (), (), "t5_mma", _roles(a=None if isinstance(a, X.Addr) else a, b=b), pair=pair)
     if kind == "commit":
         mc = any(m.startswith("multicast") for m in mods)
-        return Decoded(PROTO_K, (), (), "t5_commit", _roles(bar=_addr(ops[0]), mask=ops[1] if mc and len(ops) > 1 else None))
+        return Decoded(PROTO_K, (), (), "t5_commit", _roles(bar=_addr(ops[0]), mask=ops[1] if mc and len(ops) > 1 else None),
+                       pair=pair)
     if kind.startswith("fence::"):
         return Decoded(PROTO_K, (), (), "t5_after" if kind == "fence::after_thread_sync" else "t5_before")
     if kind == "ld":
@@ -248,6 +251,10 @@ def _cp(op: Op, regs: dict[str, str]) -> Decoded:
         return Decoded(IGNORE_K)
     if name.startswith("cp.async.bulk"):
         tensor = "tensor" in mods
+        # `.cta_group::2` (the SM100 2-SM load, 9.7.9.25): the bytes land in the issuer's SMEM and complete on
+        # the barrier of the pair's even CTA (CUTLASS clears the address's peer bit)
+        pair = "cta_group::2" in mods
+        mods = tuple(m for m in mods if not m.startswith("cta_group::"))
         # cp.async.bulk{.tensor.Nd}.<dst>.<src>...
         i = 4 if tensor else 2
         dst, src = (mods[i].split("::")[0], mods[i + 1].split("::")[0]) if len(mods) > i + 1 else ("", "")
@@ -257,11 +264,13 @@ def _cp(op: Op, regs: dict[str, str]) -> Decoded:
                 # [dst], [tmap, {coords}], [mbar] {, ctaMask} {, cache hint}
                 rest = ops[3:]
                 return Decoded(PROTO_K, (), (), "tma_load", _roles(dst=_addr(ops[0]), tmap=_addr(ops[1]), bar=_addr(ops[2]),
-                                                                   mask=rest[0] if mc and rest else None))
+                                                                   mask=rest[0] if mc and rest else None), pair=pair)
             # [dst], [src], size, [mbar] {, ctaMask}
             rest = ops[4:]
             return Decoded(PROTO_K, (), (), "tma_load", _roles(dst=_addr(ops[0]), size=ops[2], bar=_addr(ops[3]),
-                                                               mask=rest[0] if mc and rest else None))
+                                                               mask=rest[0] if mc and rest else None), pair=pair)
+        if pair:
+            return Decoded(REFUSE_K, reason=f"`{name}` (cta_group::2) is a bulk copy form pipecheck does not model")
         if dst == "global" and src == "shared":
             if tensor:
                 return Decoded(PROTO_K, (), (), "tma_store", _roles(src=_addr(ops[1]), tmap=_addr(ops[0])))

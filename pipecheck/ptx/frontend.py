@@ -248,7 +248,15 @@ def parse_entry(path: str, opts: LaunchOptions, sources: dict[str, str]) -> Pars
         raise error("rule", "PTX: the kernel has no mbarrier, named-barrier or TMA instruction: there is no protocol "
                     "to check", Span(path, entry.line, 1))
     block = opts.block or _block(entry, path)
-    cluster = opts.cluster or tuple((entry.directives.get("reqnctapercluster") or (1, 1, 1)) + (1, 1))[:3]  # type: ignore
+    # a kernel of CTA pairs (`.cta_group::2` MMAs, commits, loads) with no cluster directive (CUTLASS's SM100
+    # kernels take the cluster shape at launch) runs on one pair by default
+    pair = next((op for op in body.ops if "cta_group::2" in op.mods and op.base in ("tcgen05", "cp")), None)
+    declared = entry.directives.get("reqnctapercluster")
+    cluster = opts.cluster or tuple((declared or ((2, 1, 1) if pair is not None else (1, 1, 1))) + (1, 1))[:3]  # type: ignore
+    if pair is not None and math.prod(cluster) % 2:
+        raise error("rule", f"PTX line {pair.line}: `{pair.opcode}` works on a CTA pair (ranks 2k and 2k+1 of the "
+                    f"cluster, PTX ISA 9.7.16), but the cluster has {math.prod(cluster)} CTA(s): give an even one "
+                    "with --cluster", Span(path, pair.line, pair.col + 1))
     grid = opts.grid or tuple(cluster)  # one cluster of CTAs: every tile of a persistent loop runs on it
     return Parsed(path, module, entry, body, tuple(block), tuple(cluster), tuple(grid),  # type: ignore[arg-type]
                   _shared_layout(module, entry), _param_bases(entry), sources)
@@ -381,8 +389,8 @@ def _copy_bytes(prog: PtxProgram) -> dict[int, int]:
         if not ex:
             v = ev.value(copies[0], dict(ev.decoded[copies[0]].roles)["bar"])
             same = by_value.get(v, set()) if v is not None and not isinstance(v, str) else set()
-            if len(same) == 1:
-                ex = expects[next(iter(same))]
+            # (an unrolled loop announces the same barrier from several registers)
+            ex = [e for key2 in sorted(same) for e in expects[key2]]
         vals = set()
         for e in ex:
             v = ev.value(e, dict(ev.decoded[e].roles)["tx"])
@@ -394,7 +402,8 @@ def _copy_bytes(prog: PtxProgram) -> dict[int, int]:
             raise error("rule", f"PTX line {body.ops[i].line}: the bytes of this TMA load are not visible in the PTX "
                         f"(they are in its tensor map) and {how}: pipecheck cannot balance its barrier's tx-count",
                         body.span(i))
-        share = next(iter(vals)) // len(copies)
+        # the 2-SM loads of both CTAs of a pair complete on the leader's barrier: its expect_tx counts both halves
+        share = next(iter(vals)) // (len(copies) * (2 if all(ev.decoded[i].pair for i in copies) else 1))
         for i in copies:
             out[i] = share
     return out
@@ -614,10 +623,18 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
     return Regions(lo, nbar, labels, regions, init_counts)
 
 
+def _pair_cta(ref: SmemRef, own_cta: int) -> int | None:
+    """The CTA a CTA-local address names when the instruction targets the pair (SmemRef.to), or None (its own)."""
+    k = own_cta + 1 if ref.to == "peer" else own_cta - own_cta % 2 if ref.to == "leader" else own_cta
+    return None if k == own_cta else k
+
+
 def _bar_ref(reg: Regions, ref: SmemRef, own_cta: int, body: Body) -> RRef:
     e = ref.addr
     if isinstance(e, RConst):
         cta, off = _local(e.value)
+        if cta is None:
+            cta = _pair_cta(ref, own_cta)
         k = (off - reg.bar_lo) // BARRIER_BYTES
         if (off - reg.bar_lo) % BARRIER_BYTES or not 0 <= k < reg.nbar:
             raise error("rule", f"PTX line {body.ops[ref.site].line}: a barrier operation on shared memory at offset "
@@ -626,7 +643,8 @@ def _bar_ref(reg: Regions, ref: SmemRef, own_cta: int, body: Body) -> RRef:
     low = ROp("&", (e, RConst((1 << CLUSTER_SHIFT) - 1)))
     idx = ROp(">>", (ROp("-", (low, RConst(reg.bar_lo))), RConst(3)))
     hi = ROp(">>", (e, RConst(CLUSTER_SHIFT)))
-    cta_e = ROp("?:", (hi, ROp("-", (hi, RConst(1))), RConst(own_cta)))
+    local = _pair_cta(ref, own_cta)
+    cta_e = ROp("?:", (hi, ROp("-", (hi, RConst(1))), RConst(own_cta if local is None else local)))
     return RRef("mbar", (idx,), cta_e)
 
 
@@ -647,9 +665,12 @@ def _buf_ref(reg: Regions, ref: SmemRef, own_cta: int) -> RRef:
             e = ROp("<<", (ROp("&", (e, RConst(0x3FFF))), RConst(4)))
     if isinstance(e, RConst):
         cta, off = _local(e.value)
+        if cta is None:
+            cta = _pair_cta(ref, own_cta)
         return RRef("smem", (RConst(reg.buffer_index(off)),), RConst(cta) if cta is not None and cta != own_cta else None)
     low = ROp("&", (e, RConst((1 << CLUSTER_SHIFT) - 1)))
-    return RRef("smem", (_buf_index_expr(reg, low),), None)
+    peer = _pair_cta(ref, own_cta)
+    return RRef("smem", (_buf_index_expr(reg, low),), None if peer is None else RConst(peer))
 
 
 def _resolve(prog: PtxProgram, code: ClassCode, cta: int) -> Program:

@@ -33,6 +33,9 @@ class SmemRef:
     kind: str  # "bar" | "buf" | "desc" (a wgmma descriptor: address bits 4..17 in its low 14 bits)
     addr: RExpr
     site: int
+    # whose SMEM a CTA-local address names: "" the thread's own CTA, "peer" the odd CTA of the issuer's pair (a
+    # cta_group::2 MMA's second operand set), "leader" the pair's even CTA (a cta_group::2 load's barrier)
+    to: str = ""
 
 
 class Identity:
@@ -565,7 +568,8 @@ class Emitter:
             self.emit(COLL, ("cluster_sync",), i)
         elif w == "tma_load":
             size = role("size")
-            self.emit(TMA_LOAD, (SmemRef("buf", role("dst"), i), RConst(0), size, bar(), role("mask")), i)
+            b = SmemRef("bar", role("bar"), i, "leader") if d.pair else bar()
+            self.emit(TMA_LOAD, (SmemRef("buf", role("dst"), i), RConst(0), size, b, role("mask")), i)
         elif w == "tma_store":
             self.emit(TMA_STORE, (SmemRef("buf", role("src"), i), None), i)
         elif w == "bulk_commit":
@@ -593,7 +597,13 @@ class Emitter:
             self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in seen), (), 1), i)
         elif w == "t5_mma":  # one thread's tcgen05.mma: its own group, completed by a later commit
             refs = [SmemRef("desc", e, i) for e in (role("a"), role("b")) if e is not None]
-            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in refs), (), 1), i)
+            if d.pair:  # the CTA pair's MMA: issued by the even CTA, it reads the same descriptors in the odd one
+                if self.ident.cta % 2:
+                    raise error("rule", f"PTX line {op.line}: `{op.opcode}` is issued by the even CTA of a pair "
+                                f"(PTX ISA 9.7.16), but CTA {self.ident.cta} (%cluster_ctarank) reaches it",
+                                self.ev.body.span(i))
+                refs += [SmemRef("desc", r.addr, i, "peer") for r in refs]
+            self.emit(MMA, (tuple((ref, RConst(ANY_TILE)) for ref in refs), (), 2 if d.pair else 1), i)
         elif w == "t5_commit":
             self.emit(MMA_COMMIT, (bar(), role("mask")), i)
         elif w == "t5_before":

@@ -24,6 +24,8 @@ What it builds (see KERNELS below and NOTES.md / src/patch_*/PATCH.md):
   headers is a full "cutlass/..." quoted path, so the including file's own directory never
   finds the original first; the script checks that the patched file, not the original,
   is the one named in the PTX's .file table).
+* sm_100a entries (an entry's "arch" replaces -arch=sm_90a): src/cutlass_sm100_2sm.cu (CUTLASS's
+  2-SM UMMA GEMM, the flags above) and src/umma_2sm_mini.cu (plain nvcc with its -D variants).
 * CuTe DSL kernels: src/cute_dsl_tma_pipeline.py, run once per variant in a scratch
   directory with CUTE_DSL_ARCH=sm_90a; it calls
   cute.compile(..., options="--keep-ptx --generate-line-info") on fake tensors
@@ -100,9 +102,14 @@ NVCC_FLAGS = [
 ]
 
 
-def _cutlass(name, cu, patch=None, note="", expect=()):
-    return {"name": name, "kind": "nvcc", "source": "src/" + cu,
+def _cutlass(name, cu, patch=None, note="", expect=(), arch="sm_90a"):
+    return {"name": name, "kind": "nvcc", "source": "src/" + cu, "arch": arch,
             "patch": ("src/" + patch) if patch else None, "note": note, "expect": list(expect)}
+
+
+def _arch(flags, k):
+    """The flags with the entry's -arch (sm_90a unless the entry names another, e.g. sm_100a)."""
+    return [f"-arch={k.get('arch', 'sm_90a')}" if f.startswith("-arch=") else f for f in flags]
 
 
 def _dsl(name, variant, note="", expect=()):
@@ -110,13 +117,13 @@ def _dsl(name, variant, note="", expect=()):
             "variant": variant, "patch": None, "note": note, "expect": list(expect)}
 
 
-def _mini(name, defines, note="", expect=(), source="src/mini.cu"):
-    return {"name": name, "kind": "nvcc-plain", "source": source, "defines": list(defines),
+def _mini(name, defines, note="", expect=(), source="mini.cu", arch="sm_90a"):
+    return {"name": name, "kind": "nvcc-plain", "source": "src/" + source, "defines": list(defines), "arch": arch,
             "patch": None, "note": note, "expect": list(expect)}
 
 
 def _libcudacxx(name, defines, note="", expect=()):
-    return _mini(name, ["-std=c++17", *defines], note, expect, "src/cuda_barrier_tma.cu")
+    return _mini(name, ["-std=c++17", *defines], note, expect, "cuda_barrier_tma.cu")
 
 
 # What `pipecheck verify FILE ARGS` must find on each file, checked by tests/test_golden.py: a list of
@@ -187,6 +194,19 @@ KERNELS = [
     _libcudacxx("cuda_barrier_tma_bug_no_sync", ["-DBUG_NO_SYNC"],
                 "planted: no __syncthreads between the threads' writes and thread 0's TMA store",
                 expect=[("", "missing-proxy-fence, store-reuse", "")]),
+    _mini("umma_2sm_mini", [], "sm_100a 2-SM UMMA ring on a 2x1x1 cluster: cta_group::2 loads onto the even CTA's "
+          "full barrier, its pair MMA, the commit multicast to both CTAs", source="umma_2sm_mini.cu", arch="sm_100a",
+          expect=[("", "verified", ""), ("-D param_128=5", "verified", "")]),
+    _mini("umma_2sm_mini_bug_commit_own_only", ["-DCOMMIT_OWN_ONLY"],
+          "planted: the pair MMA's commit multicast to the even CTA only (mask 0b01)", source="umma_2sm_mini.cu",
+          arch="sm_100a", expect=[("", "hang", "")]),
+    _mini("umma_2sm_mini_bug_peer_skips_empty_wait", ["-DPEER_SKIPS_EMPTY_WAIT"],
+          "planted: the odd CTA's producer loads without waiting for the stage's release", source="umma_2sm_mini.cu",
+          arch="sm_100a", expect=[("-D param_128=5", "overwrite, stale-read", "")]),
+    _cutlass("cutlass_sm100_2sm", "cutlass_sm100_2sm.cu", None,
+             "unmodified CUTLASS 4.2 SM100 2-SM UMMA GEMM (256x128x64 on a 2x1x1 cluster, static persistent "
+             "scheduler); its search does not end within the bound (docs/ptx.md)",
+             expect=[("--elect lowest --max-states 3000", "inconclusive", "")], arch="sm_100a"),
 ]
 
 
@@ -334,7 +354,7 @@ def path_roots(cutlass_src, nvcc, dsl_pkg):
 
 def build_nvcc(k, ctx, tmp):
     out = os.path.join(tmp, k["name"] + ".ptx")
-    cmd = [ctx["nvcc"], *NVCC_FLAGS]
+    cmd = [ctx["nvcc"], *_arch(NVCC_FLAGS, k)]
     if k["patch"]:
         cmd.append("-I" + os.path.join(HERE, k["patch"]))
     cmd += ["-I" + os.path.join(ctx["cutlass_src"], "include"),
@@ -352,7 +372,7 @@ PLAIN_FLAGS = ["-arch=sm_90a", "-ptx", "-lineinfo", "-O3"]
 def build_plain(k, ctx, tmp):
     """A CUDA file that needs no CUTLASS: nvcc with the `-D` defines of the entry."""
     out = os.path.join(tmp, k["name"] + ".ptx")
-    cmd = [ctx["nvcc"], *PLAIN_FLAGS, *k["defines"], os.path.join(HERE, k["source"]), "-o", out]
+    cmd = [ctx["nvcc"], *_arch(PLAIN_FLAGS, k), *k["defines"], os.path.join(HERE, k["source"]), "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"nvcc failed ({r.returncode}):\n{' '.join(cmd)}\n{r.stderr[-4000:]}")
@@ -414,11 +434,11 @@ def patched_headers(k):
 
 def record(k, text, ctx):
     if k["kind"] == "nvcc-plain":
-        flags = ["nvcc", *PLAIN_FLAGS, *k["defines"], k["source"], "-o", k["name"] + ".ptx"]
+        flags = ["nvcc", *_arch(PLAIN_FLAGS, k), *k["defines"], k["source"], "-o", k["name"] + ".ptx"]
         tool = ctx["nvcc_version"]
         version = None
     elif k["kind"] == "nvcc":
-        flags = ["nvcc", *NVCC_FLAGS] + (["-I<tests/data/ptx>/" + k["patch"]] if k["patch"] else []) \
+        flags = ["nvcc", *_arch(NVCC_FLAGS, k)] + (["-I<tests/data/ptx>/" + k["patch"]] if k["patch"] else []) \
             + ["-I<cutlass_library/source>/include", k["source"], "-o", k["name"] + ".ptx"]
         tool = ctx["nvcc_version"]
         version = ctx["cutlass_version"]
