@@ -183,7 +183,7 @@ def test_explain_a_kernel_shows_its_contract():
     """The barrier contract of the compiled kernel: the count its init sets against the arrivals."""
     code, out, err = cli("explain", str(PTX / "mini_bug_count.ptx"))
     assert code in (0, 1), err
-    row = next(line for line in out.splitlines() if line.strip().startswith("mbar@0"))
+    row = next(line for line in out.splitlines() if line.strip().startswith("bar "))  # `__shared__ uint64_t bar`
     assert row.split()[1] == "65" and "64 arrivals" in row
     code, out, err = cli("explain", str(PTX / "cutlass_sm90_pingpong.ptx"), "-D", "param_12=64", "-D", "param_1656=1")
     assert "when elect.sync (cluster_sm90.hpp:194 in device_kernel.h:123) elects lane 0:" in out
