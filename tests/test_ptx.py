@@ -259,3 +259,52 @@ def test_all_params_sweeps_the_loop_bounds_of_a_compiled_kernel():
     # the points below the wrap verify: the same sweep over them has no finding
     code, out, err = cli("verify", str(kernel), "--all-params", "-D", "param_132=1..200")
     assert code == 0 and ": verified (" in out.splitlines()[0], out
+
+
+TOKENS = HEAD + """
+.visible .entry tokens() .reqntid 96, 1, 1
+{
+	.reg .pred %p<4>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<3>;
+	.shared .align 8 .b8 bar[8];
+	mov.u32 %r1, %tid.x;
+	setp.ge.u32 %p1, %r1, 32;
+	mov.u32 %r2, bar;
+	@%p1 bra SYNC;
+	mbarrier.init.shared::cta.b64 [%r2], COUNT;
+	fence.mbarrier_init.release.cluster;
+SYNC:
+	bar.sync 0;
+	@!%p1 bra DONE;
+	mbarrier.arrive.shared::cta.b64 %rd1, [%r2];
+WAIT:
+	mbarrier.try_wait.shared::cta.b64 %p2, [%r2], %rd1;
+	@!%p2 bra WAIT;
+DONE:
+	ret;
+}
+"""
+
+
+def test_a_phase_token_names_the_phase_its_arrive_landed_in(tmp_path):
+    """Warps 1-2 arrive with a state token and wait on it. Counting all 64 arrivals, both tokens are phase 0's:
+    verified. Counting 32, each warp's arrivals complete a phase: the first warp's token is phase 0's, and two
+    phases later its parity reads incomplete again (H200, benchmarks/hw/probe_phase_token.cu): a hang."""
+    code, out, err = cli("verify", str(_write(tmp_path, TOKENS.replace("COUNT", "64"))))
+    assert code == 0 and "verified" in out, out + err
+    code, out, err = cli("verify", str(_write(tmp_path, TOKENS.replace("COUNT", "32"))))
+    assert code == 1 and "[hang]" in out, out + err
+    assert "waits on bar parity 0 forever" in out and "bar (mbar@0): phase 2" in out
+
+
+def test_a_spin_loop_that_is_not_a_wait_is_refused(tmp_path):
+    """A try_wait loop that does more than try again (here a store to shared memory in the back-off) is not read
+    as a wait; explored as a loop of tests, a hang would look like a thread that keeps running: refused."""
+    text = (PTX / "cuda_barrier_tma.ptx").read_text()
+    bad = text.replace("nanosleep.u32 %r29;", "st.shared.u32 [%r2], %r29;", 1)
+    assert bad != text
+    code, out, err = cli("verify", str(_write(tmp_path, bad)))
+    assert code == 2 and "Traceback" not in err
+    assert ":204:3: error: PTX line 204: `mbarrier.try_wait.shared.b64` spins in a loop pipecheck does not read as a " \
+           "wait" in err, err
