@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..core.diagnostics import SpecError, error
 from . import ast as A
 from .consts import eval_const
+from ..model.ir import CLC_CHOICE
 
 CLC_RESPONSE_BYTES = 16  # clusterlaunchcontrol.try_cancel writes a 16-byte response (PTX ISA 9.7.13.21)
 
@@ -41,7 +42,6 @@ def pair_leader() -> A.Expr:
 
 
 # ---------------------------------------------------------------- cluster launch control (PTX ISA 9.7.13.17-18)
-CLC_CHOICE = "clc"  # the kernel choice `clc N` declares: how many clusters' work this cluster takes over
 MAX_CLC = 16
 
 

@@ -137,7 +137,9 @@ def decode(op: Op, regs: dict[str, str]) -> Decoded:
         return Decoded(LOAD_K, _dest_regs(ops[0], 32), (), "", (), "warp")  # lanes' data: not known per thread
     if base == "tcgen05":
         return _tcgen05(op)
-    if base == "tensormap" or base == "clusterlaunchcontrol":
+    if base == "clusterlaunchcontrol":
+        return _clc(op)
+    if base == "tensormap":
         return Decoded(REFUSE_K, reason=f"`{name}` (sm_100) is not modelled by the PTX front end yet")
     if base in ALU or name.startswith(("cvt.", "cvta.", "mapa.", "mul.", "mad.")):
         typ = type_of(mods)
@@ -219,6 +221,24 @@ def _tcgen05(op: Op) -> Decoded:
     if kind in ("st", "alloc", "dealloc", "relinquish_alloc_permit") or kind.startswith("wait::"):
         return Decoded(IGNORE_K)
     return Decoded(REFUSE_K, reason=f"`{name}` is a tcgen05 operation pipecheck does not model yet")
+
+
+def _clc(op: Op) -> Decoded:
+    """Cluster launch control (PTX ISA 9.7.13.17-18). `try_cancel` writes a 16-byte response asynchronously and
+    completes its bytes on the barrier (every CTA's with `.multicast::cluster::all`): a TMA load of 16 bytes.
+    `query_cancel.is_canceled` decodes a response read from shared memory into a predicate: the model's answer to
+    the thread's n-th query (n < the run's `clc` choice); `get_first_ctaid` gives which cluster's tile, a value
+    pipecheck does not know."""
+    mods, ops, name = op.mods, op.operands, op.opcode
+    if mods and mods[0] == "try_cancel" and len(ops) >= 2:
+        mc = any(m.startswith("multicast") for m in mods)
+        return Decoded(PROTO_K, (), (), "tma_load", _roles(dst=_addr(ops[0]), size=X.Imm(16), bar=_addr(ops[1]),
+                                                           mask=X.Imm(-1) if mc else None))
+    if mods and mods[0] == "query_cancel" and ops:
+        if "is_canceled" in mods:
+            return Decoded(PROTO_K, _dest_regs(ops[0], 1), (), "query_cancel")
+        return Decoded(LOAD_K, _dest_regs(ops[0], 32), (), "", (), "clc")
+    return Decoded(REFUSE_K, reason=f"`{name}` is a cluster launch control form pipecheck does not model")
 
 
 def _barrier(op: Op) -> Decoded:

@@ -239,7 +239,7 @@ class _Eval:
         if d.kind == LOAD_K:
             if d.space == "param" and len(d.srcs) == 1:
                 return self._param_load(i, op, d, regs)
-            what = {"shared": "shared memory", "global": "global memory", "local": "local memory",
+            what = {"clc": "a cluster launch control response (which cluster's tile)", "shared": "shared memory", "global": "global memory", "local": "local memory",
                     "const": "constant memory", "warp": "other lanes of the warp", "barrier": "a barrier"}
             return [Unknown(i, f"`{op.opcode}` reads {what.get(d.space, 'memory')}")] * len(d.dests)
         if d.kind == PROTO_K:
@@ -261,7 +261,7 @@ class _Eval:
                 return self._shfl(i, op, d, regs)
             if d.what == "wait":
                 return [1]  # the wait ends when its phase completed: P is true after the loop
-            if d.what in ("probe", "arrive", "arrive_drop"):
+            if d.what in ("probe", "arrive", "arrive_drop", "query_cancel"):
                 return [DYN]  # whether the phase completed; an arrive's phase token (the parity it arrived in)
             return [Unknown(i, f"the state token of `{op.opcode}`")] * len(d.dests)
         return [Unknown(i, f"`{op.opcode}`")] * len(d.dests)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..core.diagnostics import Span, SpecError, error
-from ..model.ir import (COLL, END, INIT, MMA, PROBE, READ, TMA_LOAD, TMA_STORE, WRITE, ARRIVE, ARRIVE_DROP,
+from ..model.ir import (CLC_CHOICE, COLL, END, INIT, MMA, PROBE, READ, TMA_LOAD, TMA_STORE, WRITE, ARRIVE, ARRIVE_DROP,
                         BRANCH, COMPLETE_TX, EXPECT_TX, INVAL, JUMP, LET, WAIT, Instr, Program, RConst, RExpr, ROp,
                         RRef, Site, compile_expr)
 from ..model.kernel import BarrierDecl, BufferDecl
@@ -114,6 +114,10 @@ class PtxProgram:
     @property
     def masks(self) -> list[int]:
         return self.plan.elect_masks
+
+    @property
+    def uses_clc(self) -> bool:
+        return any(self.ev.reach[i] and d.what == "query_cancel" for i, d in enumerate(self.ev.decoded))
 
     @property
     def symbols(self) -> list[tuple[int, int, str]]:
@@ -425,7 +429,8 @@ def _operand_key(o) -> str:
 
 
 def identity(prog: PtxProgram, cta: int, tid: int, config: Config) -> Identity:
-    return Identity(tid, cta, {m: config.elected(m, False) for m in prog.masks})
+    clc = config.choice(CLC_CHOICE) if any(n == CLC_CHOICE for n, _ in config.choices) else (0,)
+    return Identity(tid, cta, {m: config.elected(m, False) for m in prog.masks}, clc[0])
 
 
 def class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[int, ...], ClassCode]]:
@@ -462,12 +467,12 @@ def class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[
         cta, wg, sig, _ = key
         members = groups[key]
         split = any(codes_in_warp[(cta, t // 32)] > 1 for t in members)
-        ck = prog.cache.get(("code", sig, cta, split))
+        ck = prog.cache.get(("code", sig, cta, split, config.choices))
         if ck is None:
             em = Emitter(prog.ev, prog.sl, prog.plan, identity(prog, cta, members[0], config),
                          lambda i: prog.site_index.get(i, -1), T, warp_split=split)
             ck = em.run()
-            prog.cache[("code", sig, cta, split)] = ck
+            prog.cache[("code", sig, cta, split, config.choices)] = ck
         out.append((cta, wg, tuple(members), ck))
     return out
 
@@ -763,14 +768,22 @@ def classes_for(prog: PtxProgram, config: Config, lockstep: bool = False) -> lis
 
 
 def configurations(prog: PtxProgram, elect: str) -> list[Config]:
+    """Every elected lane of each elect.sync mask (or the one `--elect` fixes), and, in a kernel scheduled by
+    cluster launch control, every count 0..CLC_DEFAULT of clusters taken over (`clc` in docs/semantics.md)."""
     masks = prog.masks
+    clc = [((CLC_CHOICE, (k,)),) for k in range(CLC_DEFAULT + 1)] if prog.uses_clc else [()]
     if elect == "lowest" or not masks:
-        return [Config(tuple((m, _lowest(m)) for m in masks))]
-    if elect.isdigit():  # one lane forced where the mask has it (`replay --elect-lane N`)
+        picks = [tuple((m, _lowest(m)) for m in masks)]
+    elif elect.isdigit():  # one lane forced where the mask has it (`replay --elect-lane N`)
         lane = int(elect)
-        return [Config(tuple((m, lane if m >> lane & 1 else _lowest(m)) for m in masks))]
-    lanes = [[k for k in range(32) if m >> k & 1] for m in masks]
-    return [Config(tuple(zip(masks, pick))) for pick in itertools.product(*lanes)]
+        picks = [tuple((m, lane if m >> lane & 1 else _lowest(m)) for m in masks)]
+    else:
+        lanes = [[k for k in range(32) if m >> k & 1] for m in masks]
+        picks = [tuple(zip(masks, pick)) for pick in itertools.product(*lanes)]
+    return [Config(pick, c) for c in clc for pick in picks]
+
+
+CLC_DEFAULT = 2  # a CLC-scheduled CTA runs 1..3 tiles: its own, and up to two clusters' it takes over
 
 
 def _lowest(m: int) -> int:

@@ -41,10 +41,11 @@ class SmemRef:
 class Identity:
     """One thread's identity: its index in the CTA, its CTA's rank and the configuration's elected lanes."""
 
-    __slots__ = ("tid", "cta", "elected")
+    __slots__ = ("tid", "cta", "elected", "clc")
 
-    def __init__(self, tid: int, cta: int, elected: dict[int, int]):
+    def __init__(self, tid: int, cta: int, elected: dict[int, int], clc: int = 0):
         self.tid, self.cta, self.elected = tid, cta, elected
+        self.clc = clc  # how many clusters' work the run's cluster launch control takes over (the `clc` choice)
 
     def leaf(self, e: RBuiltin) -> int:
         if e == TID:
@@ -142,7 +143,7 @@ def plan(ev: Evaluation, sl: Slice) -> Plan:
             if isinstance(m, int):
                 masks.add(m & FULL)
                 esites.append(i)
-        if d.kind == PROTO_K and d.what == "probe":
+        if d.kind == PROTO_K and d.what in ("probe", "query_cancel"):
             dyn.update(r for r, _ in d.dests)
         access = d.kind in (LOAD_K, STORE_K) and d.what in ("read", "write")
         if d.kind in (ALU_K, LOAD_K) and not access and not any(r in dyn for r, _ in d.dests):
@@ -326,6 +327,8 @@ class Emitter:
         ops = ev.body.ops
         n = len(ops)
         reach = self._reachable()
+        if any(reach[i] and ev.decoded[i].what == "query_cancel" for i in range(n)):
+            self.emit(LET, (self.slot(CLC_QUERIES), RConst(0)))  # the thread's count of decoded responses
         first: dict[int, int] = {}
         fixups: list[tuple[int, int]] = []  # (ir pc, flat target)
         for i in range(n):
@@ -429,9 +432,11 @@ class Emitter:
             skip = self.emit(BRANCH, (cond,), i)
         if d.kind == EXIT_K:
             fixups.append((self.emit(JUMP, (), i), -1))
-        elif d.kind == ALU_K or d.kind == LOAD_K:
+        elif d.kind == ALU_K or (d.kind == LOAD_K and d.what != "read"):
             self._alu(i, op, d)
         elif d.kind == PROTO_K or d.what in ("read", "write"):
+            if d.kind == LOAD_K:  # an ld.shared: the read of its buffer, and registers no one can know
+                self._alu(i, op, d)
             self._proto(i, op, d)
         if skip is not None:
             ins = self.code[skip]
@@ -553,6 +558,13 @@ class Emitter:
             self.emit(WAIT, (bar(), role("parity")), i)
         elif w == "probe":
             self.emit(PROBE, (bar(), role("parity"), self.slot(d.dests[0][0])), i)
+        elif w == "query_cancel":
+            # the answer to this thread's n-th query: the first `clc` responses of the run are canceled clusters
+            # (docs/semantics.md), so every role that decodes response n agrees, as on the hardware
+            n = self.slot(CLC_QUERIES)
+            if d.dests and d.dests[0][0] in self.pl.dyn:
+                self.emit(LET, (self.slot(d.dests[0][0]), ROp("<", (RVar(n, "clc queries"), RConst(self.ident.clc)))), i)
+            self.emit(LET, (n, ROp("+", (RVar(n, "clc queries"), RConst(1)))), i)
         elif w == "elect":
             m = role("mask")
             self.emit(COLL, ("elect", m.value & FULL if isinstance(m, RConst) else FULL, i), i)
@@ -629,6 +641,7 @@ class Emitter:
             self.emit(COLL, ("syncwarp", FULL), i)
 
 
+CLC_QUERIES = "clc#"  # the ghost register counting a thread's query_cancel decodes
 ANY_TILE = -3  # the tag a PTX read expects: any landed data, read after it landed (model.state.ANY_TILE)
 _IDENT = {"%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%nctaid", "%cluster_ctarank",
           "%cluster_nctarank", "%cluster_ctaid", "%cluster_nctaid", "%clusterid", "%nclusterid", "%is_explicit_cluster"}

@@ -203,6 +203,18 @@ KERNELS = [
     _mini("umma_2sm_mini_bug_peer_skips_empty_wait", ["-DPEER_SKIPS_EMPTY_WAIT"],
           "planted: the odd CTA's producer loads without waiting for the stage's release", source="umma_2sm_mini.cu",
           arch="sm_100a", expect=[("-D param_128=5", "overwrite, stale-read", "")]),
+    _mini("clc_mini", [], "sm_100a persistent kernel scheduled by cluster launch control: try_cancel, every warp "
+          "decodes the response (query_cancel) and releases it after a __syncwarp", source="clc_mini.cu",
+          arch="sm_100a", expect=[("", "verified", "")]),
+    _mini("clc_mini_bug_read_before_wait", ["-DBUG_READ_BEFORE_WAIT"],
+          "planted: the consumer decodes the response before waiting for it", source="clc_mini.cu", arch="sm_100a",
+          expect=[("", "stale-read", "")]),
+    _mini("clc_mini_bug_no_clc_release", ["-DBUG_NO_CLC_RELEASE"],
+          "planted: the consumer never releases the response", source="clc_mini.cu", arch="sm_100a",
+          expect=[("", "hang", "clc in {1, 2}")]),
+    _mini("clc_mini_bug_no_syncwarp", ["-DBUG_NO_SYNCWARP"],
+          "planted: lane 0 releases the response without a __syncwarp (the other lanes may not have read it)",
+          source="clc_mini.cu", arch="sm_100a", expect=[("", "overwrite", "clc in {1, 2}")]),
     _cutlass("cutlass_sm100_2sm", "cutlass_sm100_2sm.cu", None,
              "unmodified CUTLASS 4.2 SM100 2-SM UMMA GEMM (256x128x64 on a 2x1x1 cluster, static persistent "
              "scheduler); its search does not end within the bound (docs/ptx.md)",
