@@ -386,15 +386,17 @@ def _copy_bytes(prog: PtxProgram) -> dict[int, int]:
     for key, ex in expects.items():
         for e in ex:
             v = ev.value(e, dict(ev.decoded[e].roles)["bar"])
-            if v is not None and not isinstance(v, str):
+            if isinstance(v, (int, RExpr)):  # a run-time address (DYN) equals no other that is known
                 by_value.setdefault(v, set()).add(key)
     for key, copies in by_bar.items():
         ex = expects.get(key, [])
         if not ex:
             v = ev.value(copies[0], dict(ev.decoded[copies[0]].roles)["bar"])
-            same = by_value.get(v, set()) if v is not None and not isinstance(v, str) else set()
+            same = by_value.get(v, set()) if isinstance(v, (int, RExpr)) else set()
             # (an unrolled loop announces the same barrier from several registers)
             ex = [e for key2 in sorted(same) for e in expects[key2]]
+        if not ex:  # a run-time barrier address recomputed for the copies: the expect_tx every path to them ran last
+            ex = sorted({e for i in copies for e in _last_expects(prog, i)})
         vals = set()
         for e in ex:
             v = ev.value(e, dict(ev.decoded[e].roles)["tx"])
@@ -411,6 +413,38 @@ def _copy_bytes(prog: PtxProgram) -> dict[int, int]:
         for i in copies:
             out[i] = share
     return out
+
+
+def _last_expects(prog: PtxProgram, i: int, limit: int = 4000) -> set[int]:
+    """The expect_tx (or arrive.expect_tx) instructions that a path to instruction i runs last (CUTLASS's
+    producer_acquire announces a stage's bytes, then issues its copies; in a CTA pair only the leader announces,
+    so a path that skips the announcement and reaches the entry adds none); empty when more than `limit`
+    instructions are walked."""
+    ev, ops = prog.ev, prog.body.ops
+    preds: dict[int, list[int]] = prog.cache.get("preds")  # type: ignore[assignment]
+    if preds is None:
+        preds = {}
+        for j, op in enumerate(ops):
+            nxt = [op.target] if op.base == "bra" and op.guard is None else \
+                [j + 1, op.target] if op.base == "bra" else [] if op.base in ("exit", "ret", "trap") else [j + 1]
+            for k in nxt:
+                preds.setdefault(k, []).append(j)
+        prog.cache["preds"] = preds
+    found: set[int] = set()
+    seen, stack = {i}, list(preds.get(i, ()))
+    while stack:
+        j = stack.pop()
+        if j in seen or not ev.reach[j]:
+            continue
+        seen.add(j)
+        d = ev.decoded[j]
+        if d.kind == PROTO_K and d.what in ("arrive", "expect_tx") and "tx" in dict(d.roles):
+            found.add(j)
+            continue
+        if len(seen) > limit:
+            return set()
+        stack.extend(preds.get(j, ()))
+    return found
 
 
 def _operand_key(o) -> str:

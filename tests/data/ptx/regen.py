@@ -219,6 +219,10 @@ KERNELS = [
              "unmodified CUTLASS 4.2 SM100 2-SM UMMA GEMM (256x128x64 on a 2x1x1 cluster, static persistent "
              "scheduler); its search does not end within the bound (docs/ptx.md)",
              expect=[("--elect lowest --max-states 3000", "inconclusive", "")], arch="sm_100a"),
+    _cutlass("cutlass_sm100_2sm_clc", "cutlass_sm100_2sm_clc.cu", None,
+             "unmodified CUTLASS 4.2 SM100 2-SM UMMA GEMM with the default tile scheduler (cluster launch control); "
+             "read whole, its search does not end within the bound (docs/ptx.md)",
+             expect=[("--elect lowest --max-states 1500", "inconclusive", "")], arch="sm_100a"),
 ]
 
 
