@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
-from ..model.ir import (INIT, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+from ..model.ir import (INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
@@ -39,8 +39,10 @@ class Footprints:
         # the classes whose barrier inits the visibility record follows (model.State.vis)
         self.initialisers = frozenset(c for c, code in enumerate(model.code) if any(i.op is INIT for i in code)) \
             if model.uses_init else frozenset()
-        self.vis_reads = tuple((("vis", c), "r") for c in sorted(self.initialisers))
+        # (a use reads both a class's record and what releases of its published inits do to it: `_releases`)
+        self.vis_reads = tuple(e for c in sorted(self.initialisers) for e in ((("vis", c), "r"), (("pubv", c), "r")))
         self.written = [self._written(c) for c in range(len(model.classes))]
+        self.init_owners = self._init_owners()
         self.tx_least = self._tx_least()
 
     def process_of(self, action: tuple) -> tuple:
@@ -66,6 +68,28 @@ class Footprints:
             base, dims = lay.buf_base[ref.name]
             out.update(cta * lay.nbuf + base + f for f in range(math.prod(dims)))
         return tuple(sorted(out))
+
+    def _init_owners(self) -> dict[int, frozenset]:
+        """Per barrier, the classes whose code may init or inval it: only they can hold its visibility entry
+        (model.State.vis). By the barrier array's name, in the class's own CTA unless the reference names one."""
+        lay = self.m.layout
+        out: dict[int, set] = {}
+        for c, cl in enumerate(self.m.classes):
+            for ins in cl.program.instrs:
+                if ins.op is not INIT and ins.op is not INVAL:
+                    continue
+                ref = ins.args[0]
+                if ref.cta is None and all(isinstance(i, RConst) for i in ref.indices):
+                    try:  # the element the model's own reference resolves to
+                        out.setdefault(compile_ref(lay, ref, -1, True)((), cl.cta), set()).add(c)
+                        continue
+                    except EvalError:
+                        pass
+                base, dims = lay.bar_base[ref.name]  # an index it computes, or another CTA's: the whole array
+                for k in range(lay.ncta) if ref.cta is not None else (cl.cta,):
+                    for off in range(math.prod(dims)):
+                        out.setdefault(k * lay.nbar + base + off, set()).add(c)
+        return {g: frozenset(v) for g, v in out.items()}
 
     def _tx_least(self) -> list[int]:
         """Per barrier, the fewest bytes each arrival on it expects: the least constant `expect_tx` of
@@ -135,9 +159,11 @@ class Footprints:
         hit = self.fut_cache.get(key)
         if hit is None:
             descs, exhaustive = self.m.future(c, pc, env, m)
-            if quiet and not any(d[0] in ("init", "finit") for d in descs):
-                # nothing of this class's left to publish: its syncs do not touch the visibility record
-                descs = tuple(d[:4] + (-1,) if d[0] == "coll" else d for d in descs)
+            if quiet:
+                # nothing of this class's to publish up to its next init: its syncs and fences before that init
+                # do not touch the visibility record (see `processes`)
+                first = next((j for j, d in enumerate(descs) if d[0] == "init"), len(descs))
+                descs = tuple(_unpublishing(d) if j < first else d for j, d in enumerate(descs))
             hit = self.desc_info.get((descs, exhaustive))
             if hit is None:
                 hit = self.desc_info[(descs, exhaustive)] = _Future(self, descs, exhaustive, len(self.desc_info))
@@ -286,9 +312,9 @@ class Footprints:
             fp += ((("dirty", buf), "i"),) + tuple((("bar", g), "r") for g in lay.bar_overlaps[buf])
             return Op(fp + self._tmem_use(buf))
         if kind == "fence":  # it makes only its own class's writes visible: the buffers it may write
-            # and fences its own barrier inits (model.State.vis)
+            # and fences its own barrier inits (model.State.vis; none to fence: d[2], see `_unpublishing`)
             fp = tuple((("dirty", b), "i") for b in self.written[d[1]])
-            return Op(fp + (((("vis", d[1]), "w"),) if d[1] in self.initialisers else ()))
+            return Op(fp + (((("vis", d[1]), "w"),) if d[1] in self.initialisers and len(d) < 3 else ()))
         if kind == "store":
             buf, c = d[1], d[2]
             k = buf // lay.nbuf
@@ -327,8 +353,10 @@ class Footprints:
             fp = ((("coll", d[1]), "c", d[2], 0, d[3]),) + (((("vis", d[4]), "w"),) if d[4] in self.initialisers else ())
             return Op(fp, ((("coll", d[1]), d[2]),))
         if kind == "init":
-            # an init replaces the barrier's visibility entry, whoever initialised it before
-            return Op(((("bar", d[1]), "w"),) + tuple((("vis", c), "w") for c in sorted(self.initialisers)))
+            # an init (or inval) replaces the barrier's visibility entry, whoever initialised it before: it writes the
+            # record of its own class and of every class that may hold an entry for this barrier (`init_owners`)
+            owners = self.init_owners.get(d[1], frozenset()) | {d[2]}
+            return Op(((("bar", d[1]), "w"),) + tuple((("vis", c), "w") for c in sorted(owners & self.initialisers)))
         if kind == "finit":  # publishes the class's own inits only
             return Op(((("vis", d[1]), "w"),) if d[1] in self.initialisers else ())
         if kind == "t5":  # a tcgen05 fence changes only its own class's ordering flags
@@ -365,10 +393,11 @@ class Footprints:
         coll_keys: set = set()  # the named barriers and collectives the futures arrive at
         store_needs: dict = {}  # per wait on bulk groups, what it needs in this state (futures share them)
         initialisers = self.initialisers
+        futures: list[tuple[int, _Future]] = []  # (process index, its future) of the thread groups of initialisers
         for c, groups in enumerate(s.locs):
             code = model.code[c]
-            # nothing of this class's left to publish (no init or fence_barrier_init ahead, none unpublished):
-            # its syncs do not touch the visibility record
+            # nothing of this class's to publish now (none of its inits unfenced or fenced and unpublished): its syncs
+            # and fences up to its next init do not touch the visibility record (`_future`)
             quiet = c in initialisers and not any(v[1] == c and v[2] in (0, 1) for v in s.vis)
             for gi, ((pc, env), m) in enumerate(groups):
                 op = code[pc].op
@@ -385,8 +414,12 @@ class Footprints:
                 if f.colls:
                     coll_keys.update(f.colls)
                 ops, plan = self._ops(s, f, colls, store_needs)
+                if s.vis:
+                    futures.append((len(procs), f))
                 procs.append(Process(key, key in enabled, ops, f.exhaustive, f.provides, bundles.get(key, ()),
                                      f.shape, plan))
+        if s.vis and initialisers:
+            self._releases(s, procs, futures)
         for i, (buf, tag, nbytes, bar, site, src, seq) in enumerate(s.flight):
             key = ("l", i)
             if key in enabled:  # not a duplicate of the copy before it
@@ -433,6 +466,55 @@ class Footprints:
             # the smallest count among the arrivals a closure step weighs, less these (por._loudness)
             budgets[(("coll", key), "arrived")] = colls.get(key, 0)
         return procs, budgets
+
+    def _releases(self, s: "State", procs: list[Process], futures: list[tuple[int, "_Future"]]) -> None:
+        """The arrival that completes a sync's generation turns the inits published there (visibility
+        ("pub", key), model._coll_count) into visible ones: a change to the records of the classes that
+        published, which a sync arrival's own footprint (its class's record, or none) does not name. So every
+        arrival at a sync where some class has published, or may publish in its known future before its next
+        arrival there, touches that class's release object ("pubv", c) (a future cut off by the horizon is the
+        reduction's business: its process joins the set when a walk reaches the cut). A release commutes with
+        every other change to the record (an init replaces an entry whatever its state, a fence turns unfenced
+        entries into fenced ones and an arrival fenced ones into published ones: none of them reads or makes a
+        published entry of that sync), so it is an increment ("i"), against the uses of barriers, which read
+        ("pubv", c) with ("vis", c). Only states with inits still unpublished pay for this; after the set-up
+        `s.vis` holds nothing but visible entries."""
+        pubs: dict[tuple, set] = {}
+        for g, c, st in s.vis:
+            if isinstance(st, tuple):
+                pubs.setdefault(st[1], set()).add(c)
+        unfenced = {c for _, c, st in s.vis if st == 0}
+        fenced = {c for _, c, st in s.vis if st == 1}
+        for i, f in futures:
+            c = procs[i].key[1]
+            if c not in self.initialisers:
+                continue
+            s0, s1 = c in unfenced, c in fenced
+            for d in f.descs:
+                kind = d[0]
+                if kind == "init":
+                    s0 = True
+                elif kind == "finit" or kind == "fence":
+                    s1 = s1 or s0
+                elif kind == "coll":
+                    if s1:
+                        pubs.setdefault(d[1], set()).add(c)
+                    s1 = False  # its fenced inits are published there
+        if not pubs:
+            return
+        for i, f in futures:
+            descs = f.descs
+            if not any(d[0] == "coll" and d[1] in pubs for d in descs):
+                continue
+            p = procs[i]
+            ops = list(p.ops)
+            for j, d in enumerate(descs[:len(ops)]):
+                if d[0] == "coll" and d[1] in pubs:
+                    extra = tuple((("pubv", c), "i") for c in sorted(pubs[d[1]]))
+                    if extra:
+                        op = ops[j]
+                        ops[j] = Op(op.footprint + extra, op.provides, op.needs, op.spawns)
+            procs[i] = Process(p.key, p.enabled, ops, p.exhaustive, p.provides, p.bundle)
 
     @staticmethod
     def _exit(cta: int, left: int) -> Op:
@@ -580,3 +662,16 @@ class _Future:
         descs = self.descs
         self.shape = shape_of(ops, lambda j: descs[j][0] in _WAITS)
         return self.shape
+
+
+def _unpublishing(d: tuple) -> tuple:
+    """A future operation of a class that has no barrier init to publish when it runs (none fenced or unfenced in
+    the record, no init of its own before it): its sync arrival and fences leave the visibility record as it is."""
+    kind = d[0]
+    if kind == "coll":
+        return d[:4] + (-1,)
+    if kind == "finit":
+        return ("finit", -1)
+    if kind == "fence":
+        return d[:2] + (False,)
+    return d
