@@ -16,8 +16,9 @@ from .state import ANY_TILE, CLOBBERED, EMPTY, State
 
 class Hazards:
     def __init__(self, layout: Layout, labels: Sequence[str], unit_labels: Sequence[str], ctas: Sequence[int],
-                 several: Sequence[bool]):
+                 several: Sequence[bool], warps: Sequence[tuple] = ()):
         self.layout = layout
+        self.warps = warps  # per thread class: (cta, role, instance, warp), what its warp meetings are keyed by
         self.labels = labels  # per thread class
         self.several = several  # per thread class: its label names several threads ("lanes 1-31"), not a role
         self.ctas = ctas  # per thread class: its CTA
@@ -81,9 +82,12 @@ class Hazards:
                                "exited: undefined (may corrupt or fault); wait for the peers (producer_tail) before exiting",
                                site, c, (gid,)))
         for bar, init_cls, st in s.vis:
-            if bar == gid and init_cls != c and not (st == "cta" and self.ctas[c] == cta):
+            if bar == gid and init_cls != c and not (st == "cta" and self.ctas[c] == cta) \
+                    and not (type(st) is tuple and st[0] == "warp" and st[1:] == self.warps[c]):
                 how = ("fence_barrier_init and a syncthreads/cluster_sync" if st == 0 else
                        "a syncthreads/cluster_sync after its fence_barrier_init" if st == 1 else
+                       "a syncthreads/cluster_sync (a warp's meeting makes the init visible to that warp only)"
+                       if type(st) is tuple and st[0] == "warp" else
                        "a cluster_sync (the init is only visible inside its own CTA)")
                 out.append(Finding("uninit-barrier", f"{self.labels[c]} {what} {self.layout.bar_names[gid]} before "
                                    f"{self.labels[init_cls]}'s init of it is visible: missing {how}",

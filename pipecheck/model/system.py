@@ -30,6 +30,27 @@ from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
 from .threads import ThreadClass, compact_names
 
 MAX_LOCAL_STEPS = 1_000_000
+def _fenced(st) -> bool:
+    """A barrier init's visibility record that a sync arrival publishes: fenced, or fenced and seen in its warp."""
+    return st == 1 or (type(st) is tuple and st[0] == "warp")
+
+
+def _published(key: tuple):
+    """What a completed collective makes of the inits published at it (PTX ISA 9.7.13.15.9 with the memory
+    model's barriers, 8.10): a cluster sync makes them visible everywhere (the record goes), a named barrier or
+    syncthreads to its CTA; a warp's meeting (bar.warp.sync, elect.sync, a reconvergence) orders memory only among
+    that warp's lanes, so there they stay fenced and seen in that warp only (a later CTA sync still publishes
+    them); setmaxnreg orders no memory."""
+    kind = key[0]
+    if kind == "c":
+        return None
+    if kind == "b":
+        return "cta"
+    if kind in ("e", "w", "r"):
+        return ("warp",) + key[1:5]  # (cta, role, instance, warp)
+    return 1
+
+
 _GOES, _ENDS, _STOPS, _FAILS = 0, 1, 2, 3  # how one statement of a future leaves it (Model._future_step)
 FUTURE_HORIZON = 64  # how many operations of a thread's future `future` looks at (the reduction's look-ahead)
 
@@ -73,7 +94,8 @@ class Model:
         self.nunits = len(units)
         labels = [cl.label for cl in classes]
         self.hazards = Hazards(self.layout, labels, self.unit_label, [cl.cta for cl in classes],
-                               [cl.who != "" and cl.size > 1 for cl in classes])
+                               [cl.who != "" and cl.size > 1 for cl in classes],
+                               [(cl.cta, cl.role, cl.instance, cl.warp) for cl in classes])
         self.t5 = Tcgen05Order(self.layout, [cl.program for cl in classes], labels, [cl.cta for cl in classes],
                                self.wgmma)
         full_waits = any(i.op is WAIT_GROUP and not i.c for code in self.code for i in code)
@@ -909,8 +931,8 @@ class Model:
         # (both records are kept sorted: where nothing of this class changes, they stay as they are)
         dirty = tuple(sorted((b, cl, True) if cl == c else (b, cl, sy) for b, cl, sy in s.dirty)) \
             if any(cl == c and not sy for _, cl, sy in s.dirty) else s.dirty
-        vis = tuple(sorted((g, cl, ("pub", key)) if cl == c and st == 1 else (g, cl, st) for g, cl, st in s.vis)) \
-            if any(cl == c and st == 1 for _, cl, st in s.vis) else s.vis
+        vis = tuple(sorted((g, cl, ("pub", key)) if cl == c and _fenced(st) else (g, cl, st) for g, cl, st in s.vis)) \
+            if any(cl == c and _fenced(st) for _, cl, st in s.vis) else s.vis
         locs = list(s.locs)
         others = list(locs[c])
         del others[gi]
@@ -946,7 +968,7 @@ class Model:
             else:
                 moving.append((pc + 1, m))
             if vis:
-                vis = tuple(sorted(v for v in ((g, cl, ("cta" if key[0] != "c" else None) if st == ("pub", key) else st)
+                vis = tuple(sorted(v for v in ((g, cl, _published(key) if st == ("pub", key) else st)
                                                for g, cl, st in vis) if v[2] is not None))
             if thread_sync and self.t5.active and self.t5.sync_carries:
                 t5 = self.t5.passed(t5, ([c] if blocking and m > over else []) + [wc for wc, _ in released])
