@@ -36,8 +36,8 @@ def _fenced(st) -> bool:
 
 
 def _published(key: tuple):
-    """What a completed collective makes of the inits published at it (PTX ISA 9.7.13.15.9 with the memory
-    model's barriers, 8.10): a cluster sync makes them visible everywhere (the record goes), a named barrier or
+    """What a completed collective makes of the inits published at it (PTX ISA: mbarrier.init, bar.warp.sync, the
+    memory consistency model): a cluster sync makes them visible everywhere (the record goes), a named barrier or
     syncthreads to its CTA; a warp's meeting (bar.warp.sync, elect.sync, a reconvergence) orders memory only among
     that warp's lanes, so there they stay fenced and seen in that warp only (a later CTA sync still publishes
     them); setmaxnreg orders no memory."""
