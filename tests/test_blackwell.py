@@ -142,6 +142,93 @@ def test_tmem_dealloc_while_an_mma_writes_it_is_tmem_free_inflight(tmp_path):
     assert codes(data) == {"tmem-free-inflight"}
 
 
+# A CUTLASS-style TMEM allocation: the MMA warp allocates right after the kernel's first sync and publishes the
+# address through a named barrier to the epilogue warp, which then uses the TMEM (a tcgen05.st). {pre} stands before the
+# alloc; {before} / {after} around the publishing barrier.
+ALLOC = """
+kernel k {{
+  arch sm_100
+  tmem ACC bytes 4096
+  role mma warp {{
+    syncthreads
+    {pre}
+    tmem_alloc
+    {before}
+    bar_arrive 1, 64
+  }}
+  role epilogue warp {{
+    syncthreads
+    bar_sync 1, 64
+    {after}
+    write ACC tile 0
+  }}
+}}
+"""
+
+
+def alloc(tmp_path, pre: str = "", before: str = "", after: str = "tcgen05_after_thread_sync") -> dict:
+    return verify_json(write_spec(tmp_path, ALLOC.format(pre=pre, before=before, after=after)))
+
+
+def test_a_tmem_alloc_after_the_first_sync_needs_no_after_fence(tmp_path):
+    # no tcgen05 operation comes before the syncthreads, so it orders none after it (PTX ISA 9.7.16.6.3); and
+    # tcgen05.alloc is a synchronous tcgen05 instruction (9.7.16.6.1), which neither fence orders
+    data = alloc(tmp_path)
+    assert data["verdict"] == "verified", [f["message"] for f in data["findings"]]
+
+
+def test_a_tmem_alloc_needs_no_before_fence_but_its_readers_need_the_after_fence(tmp_path):
+    # the alloc is tcgen05 work the named barrier orders before the epilogue's tcgen05.st (asynchronous)
+    data = alloc(tmp_path, after="")
+    assert codes(data) == {"missing-tcgen05-fence"}
+    assert lines(data, "missing-tcgen05-fence") == {16}  # the write of ACC, not the alloc's bar_arrive
+
+
+def test_a_sync_after_asynchronous_tcgen05_work_still_orders_it(tmp_path):
+    # the same first syncthreads, now after a tcgen05.st of the MMA warp: the alloc after it is synchronous and
+    # needs no fence, but the unfenced tcgen05.st before the sync is reported there
+    text = ALLOC.format(pre="", before="", after="tcgen05_after_thread_sync").replace(
+        "  role mma warp {\n    syncthreads\n", "  role mma warp {\n    write ACC tile 0\n    syncthreads\n", 1)
+    data = verify_json(write_spec(tmp_path, text, "st.pipe"))
+    assert codes(data) == {"missing-tcgen05-fence"}
+    assert lines(data, "missing-tcgen05-fence") == {7}  # the syncthreads after the tcgen05.st
+
+
+def test_only_a_generation_with_tcgen05_work_before_it_needs_the_after_fence(tmp_path):
+    # two generations of one named barrier: the first follows no tcgen05 work, the second the producer's
+    # fenced tcgen05.st; only the consumer's tcgen05.ld after the second needs tcgen05_after_thread_sync
+    text = """
+kernel k {
+  arch sm_100
+  tmem ACC bytes 4096
+  role producer warp {
+    bar_sync 1, 64
+    write ACC tile 0
+    tcgen05_before_thread_sync
+    bar_sync 1, 64
+  }
+  role consumer warp {
+    bar_sync 1, 64
+    write ACC tile 0
+    bar_sync 1, 64
+    AFTER
+    read ACC tile 0
+  }
+}
+"""
+    # the consumer's own tcgen05.st right after the first generation needs no fence; its arrival at the
+    # second without tcgen05_before_thread_sync is reported, and so is its read after it without the after fence
+    data = verify_json(write_spec(tmp_path, text.replace("AFTER", "tcgen05_after_thread_sync"), "a.pipe"))
+    assert lines(data, "missing-tcgen05-fence") == {14}  # the consumer's second bar_sync: its tcgen05.st unfenced
+    fenced = text.replace("    write ACC tile 0\n    bar_sync 1, 64\n    AFTER",
+                          "    write ACC tile 0\n    tcgen05_before_thread_sync\n    bar_sync 1, 64\n    AFTER")
+    assert verify_json(write_spec(tmp_path, fenced.replace("AFTER", "tcgen05_after_thread_sync"),
+                                  "b.pipe"))["verdict"] == "verified"
+    data = verify_json(write_spec(tmp_path, fenced.replace("AFTER", ""), "c.pipe"))
+    assert codes(data) == {"missing-tcgen05-fence"}
+    assert lines(data, "missing-tcgen05-fence") == {17}  # the read after the second generation
+
+
 def test_the_examples_of_tcgen05():
     assert verify_json(ROOT / "examples/tcgen05_ordering.pipe")["verdict"] == "verified"
     assert codes(verify_json(ROOT / "examples/bugs/tcgen05_no_after_fence.pipe")) == {"missing-tcgen05-fence"}

@@ -705,7 +705,7 @@ class Model:
             self._emit(out, s, c, gi, pc + 1, env, m, [], t5=self.t5.fence(s, c, before=op is T5_BEFORE))
         elif op is TMEM_ALLOC or op is TMEM_DEALLOC:
             findings, t5 = self.t5.work(s, c, ins.site, "allocates tensor memory" if op is TMEM_ALLOC
-                                        else "deallocates tensor memory")
+                                        else "deallocates tensor memory", asynchronous=False)
             if op is TMEM_ALLOC:
                 t5 = self.t5.alloc(s._replace(t5=t5), cta)
             else:
@@ -925,7 +925,7 @@ class Model:
         found: tuple = ()
         t5 = s.t5
         if thread_sync:
-            f, t5 = self.t5.sync(s, c, ins.site, f"arrives at '{ins.text}'")
+            f, t5 = self.t5.sync(s, c, ins.site, f"arrives at '{ins.text}'", key=key)
             found = tuple(f)
         # arriving at a sync publishes this thread's fenced barrier inits and ends its window to fence its writes
         # (both records are kept sorted: where nothing of this class changes, they stay as they are)
@@ -970,8 +970,9 @@ class Model:
             if vis:
                 vis = tuple(sorted(v for v in ((g, cl, _published(key) if st == ("pub", key) else st)
                                                for g, cl, st in vis) if v[2] is not None))
-            if thread_sync and self.t5.active and self.t5.sync_carries:
-                t5 = self.t5.passed(t5, ([c] if blocking and m > over else []) + [wc for wc, _ in released])
+            if thread_sync:  # the generation orders tcgen05 work only if one of its threads did some before it
+                t5 = self.t5.released(t5, key, ([c] if blocking and m > over else []) + [wc for wc, _ in released],
+                                      c if over else -1)
         colls_t = tuple(sorted(colls))
         outcomes: list[list] = [[]]  # each: (class, place) pairs, one per moved group
         for start, cnt in moving:

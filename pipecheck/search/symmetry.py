@@ -260,8 +260,9 @@ class Symmetric:
         commits = tuple(sorted((k[0], u_(k[1]) if k[0] == "mma" else c_(k[1]), k[2], k[3], k[4], c_(k[5]),
                                 (c_(k[6][0]),) + tuple(k[6][1:]), k[7]) for k in s.commits))
         colls = tuple(sorted((self._rename_key(k, imap, wmap), a, n) for k, a, n in s.colls))
-        t5 = tuple(sorted((e[0], e[1], c_(e[2])) if e[0] == "c" else e if e[0] == "f" else (e[0], c_(e[1]))
-                          for e in s.t5)) if s.t5 else s.t5
+        t5 = tuple(sorted((e[0], e[1], c_(e[2])) if e[0] == "c" else
+                          (e[0], self._rename_key(e[1], imap, wmap), c_(e[2])) if e[0] == "a" else
+                          e if e[0] == "f" else (e[0], c_(e[1])) for e in s.t5)) if s.t5 else s.t5
         return State(tuple(locs), bars, s.bufs, flight, colls, tuple(mmas), stores, dirty, vis, commits, s.exited,
                      s.halted, t5)
 
