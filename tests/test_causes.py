@@ -207,3 +207,30 @@ def test_sarif_carries_severity_fix_and_consequences():
     cause = next(r for r in results if r["ruleId"] == "overwrite")
     assert cause["level"] == "error" and "mma_wait" in cause["properties"]["fix"]
     assert {c["code"] for c in cause["properties"]["consequences"]} >= {"phase-alias", "hang"}
+
+
+STORE_EXIT = """
+kernel store_exit {
+  arch sm_90
+  smem D bytes 4096
+  role epilogue thread {
+    write D tile 0
+    fence_proxy_async
+    tma_store D tile 0
+    commit_group
+    DRAIN
+  }
+}
+"""
+
+
+def test_a_cta_exiting_with_its_store_in_flight_is_latent(tmp_path):
+    """The H200 kept a CTA's shared memory until its bulk stores had read it (benchmarks/hw/probe_store_exit.cu):
+    the exit-inflight of a store is latent, with the measurement as its reason; drained, the kernel verifies."""
+    data = verify_json(write_spec(tmp_path, STORE_EXIT.replace("DRAIN", "")))
+    (issue,) = data["findings"]
+    assert issue["code"] == "exit-inflight" and issue["severity"] == "latent"
+    assert any("probe_store_exit.cu" in why for why in issue["latent"])
+    assert verify_json(write_spec(tmp_path, STORE_EXIT.replace("DRAIN", "wait_group_read 0")))["verdict"] == "verified"
+    code, out, err = cli("verify", str(write_spec(tmp_path, STORE_EXIT.replace("DRAIN", ""))), "--fail-on", "error")
+    assert code == 0 and "latent on current hardware: the H200 kept" in out, out + err

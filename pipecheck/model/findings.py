@@ -20,6 +20,8 @@ class Finding:
     # (an MMA result being read while the MMA writes it), "writer" (a thread's write into storage still in use),
     # "alias" (storage written through a buffer declared over it); "" when the code says it all
     victim: str = field(default="", compare=False)
+    # why current hardware may not show it although PTX allows it (pipeline/causes.py: a latent finding), or ""
+    latent: str = field(default="", compare=False)
 
     @property
     def key(self) -> tuple:

@@ -174,6 +174,8 @@ def _latent(i: Issue) -> tuple[str, ...]:
         out.append(APART)
     if warp_behind(i):
         out.append(BEHIND)
+    if i.finding.latent:
+        out.append(i.finding.latent)
     return tuple(out)
 
 

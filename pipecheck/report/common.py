@@ -295,6 +295,9 @@ def when_text(result: Result, issue: Issue) -> str:
         its = ("it needs one warp to fall two or more phases behind the rest of its role instance, which the "
                "barrier it waits on allows (nothing waits for that warp) but the H200 was not seen to do")
         text = f"{text}; {its}" if text else its
+    if issue.finding.latent and issue.finding.latent in issue.latent:  # what the H200 was measured not to do
+        its = f"latent on current hardware: {issue.finding.latent}"
+        text = f"{text}; {its}" if text else its
     return text
 
 
