@@ -163,7 +163,7 @@ class Hazards:
                 return [Finding("overwrite", f"{who} {what} {name} while the {kind} of new data into it is in flight: "
                                 "the stage was released before its reads were done, or the reader did not wait for "
                                 "the new data", site, c, notes=((f"the {kind}", op[4]),), victim="stage")]
-        if have == EMPTY:
+        if have == EMPTY and self.layout.landed[buf]:
             return [Finding("stale-read", f"{who} {what} {name}, which no copy or store has written yet", site, c)]
         if have == CLOBBERED:
             return [Finding("overwrite", f"{who} {what} {name}, but its storage was overwritten through a buffer "

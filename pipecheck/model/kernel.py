@@ -19,6 +19,11 @@ class BufferDecl:
     span: Span
     space: str = "smem"  # smem | tmem
     labels: tuple[str, ...] = ()  # a name per element (the PTX front end names regions by address)
+    # per element: whether copies land in it (PTX: a TMA load's or try_cancel's destination); () means every element.
+    # Reading an element nothing has written is a stale read only where copies land: the PTX front end does not
+    # follow every write to shared memory (tcgen05.alloc's TMEM address, a store it does not read), so elsewhere
+    # "nothing written yet" means only "nothing the model follows"
+    landed: tuple[bool, ...] = ()
 
     @property
     def size(self) -> int:

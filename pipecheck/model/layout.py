@@ -39,7 +39,14 @@ class Layout:
         self.buf_names = [self._name(kernel.buffers, gid, self.nbuf) for gid in range(self.nbuf * self.ncta)]
         self.space = [kernel.buffers[self._decl_index(kernel.buffers, gid % self.nbuf)].space
                       for gid in range(self.nbuf * self.ncta)] if self.nbuf else []
+        self.landed = [self._landed(kernel.buffers, gid % self.nbuf) for gid in range(self.nbuf * self.ncta)] \
+            if self.nbuf else []
         self.overlaps, self.bar_overlaps = self._storage(kernel)
+
+    def _landed(self, decls, local: int) -> bool:
+        d = decls[self._decl_index(decls, local)]
+        k = local - self.buf_base[d.name][0]
+        return not d.landed or d.landed[k]
 
     def ctas(self, mask: int) -> list[int]:
         """The CTAs of the cluster a multicast mask names."""

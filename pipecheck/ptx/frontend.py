@@ -520,6 +520,7 @@ class Regions:
     bar_labels: tuple[str, ...]
     buffers: list[tuple[int, int, str]]  # (start, end, label), sorted; the last element of `smem` is "elsewhere"
     counts: tuple[int, ...] = ()  # per barrier, the count its init sets (0: none, or several)
+    landed: tuple[bool, ...] = ()  # per buffer: a TMA load (or try_cancel) lands in it
 
     def buffer_index(self, addr: int) -> int:
         for k, (lo, hi, _) in enumerate(self.buffers):
@@ -659,7 +660,7 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
         regions.append((s, end, prog.sources.buffer_label(s, end, what, site, prog.body)))
     init_counts = tuple(next(iter(counts[a])) if len(counts.get(a, ())) == 1 else 0
                         for a in (lo + BARRIER_BYTES * k for k in range(nbar)))
-    return Regions(lo, nbar, labels, regions, init_counts)
+    return Regions(lo, nbar, labels, regions, init_counts, tuple(s in loads for s, _, _ in regions))
 
 
 def _pair_cta(ref: SmemRef, own_cta: int) -> int | None:
@@ -764,7 +765,8 @@ def kernel_of(prog: PtxProgram) -> PtxKernel:
     assert reg is not None
     span = Span(prog.path, prog.entry.line, 1)
     labels = tuple(label for _, _, label in reg.buffers) + ("other shared memory",)
-    buffers = (BufferDecl("smem", (len(reg.buffers) + 1,), 0, None, span, labels=labels),)
+    landed = (reg.landed or (True,) * len(reg.buffers)) + (False,)  # "other shared memory": no copy lands there
+    buffers = (BufferDecl("smem", (len(reg.buffers) + 1,), 0, None, span, labels=labels, landed=landed),)
     barriers = (BarrierDecl("mbar", (reg.nbar,), 0, True, span, labels=reg.bar_labels, counts=reg.counts),)
     arch = prog.module.target.split(",")[0] or "sm_90a"
     T = prog.threads
