@@ -308,3 +308,24 @@ def test_a_spin_loop_that_is_not_a_wait_is_refused(tmp_path):
     assert code == 2 and "Traceback" not in err
     assert ":204:3: error: PTX line 204: `mbarrier.try_wait.shared.b64` spins in a loop pipecheck does not read as a " \
            "wait" in err, err
+
+
+def test_lanes_reading_a_stage_at_their_own_offset_are_one_class():
+    """ab[s][lane * 4] with s a loop-carried stage index: the address mixes a run-time register with the lane, but
+    every lane of the consumer warp reads the same stage buffer, so the warp stays one class (was: 32 classes)."""
+    code, out, err = cli("verify", str(PTX / "lane_ring.ptx"), "--stats")
+    assert code == 0, out + err
+    assert "verified" in out
+    assert "wg0: 21 (3 classes)" in err and "wg0 threads 32-63" in err
+
+
+def test_lanes_whose_run_time_addresses_leave_the_stage_are_refused(tmp_path):
+    """The tail loop's per-lane offset made lane * 32 bytes: lanes 16..31 would read the next stage's buffer, which
+    the class's one program cannot show; the run is refused where the address is computed at run time."""
+    text = (PTX / "lane_ring.ptx").read_text()
+    bad = text.replace("shl.b32 \t%r85, %r3, 2;", "shl.b32 \t%r85, %r3, 5;", 1)
+    assert bad != text
+    code, out, err = cli("verify", str(_write(tmp_path, bad)))
+    assert code == 2, out + err
+    assert "PTX line 208: threads of one class access different buffers here" in out + err
+

@@ -68,7 +68,7 @@ class RChoice:
 
 @dataclass(frozen=True)
 class ROp:
-    op: str  # unary "-" "!"; binary operators; "?:"; "min"; "max"
+    op: str  # unary "-" "!"; binary operators; "?:"; "min"; "max"; "chk" (cond, value, PTX line: ir._chk)
     args: tuple["RExpr", ...]
 
 
@@ -112,6 +112,15 @@ def _shr(a: int, b: int) -> int:
     return a >> b
 
 
+def _chk(ok, v: int, line: int) -> int:
+    """`chk(cond, value, line)`: the value where the condition holds; otherwise the PTX front end's run-time refusal
+    (the threads of one class would touch different buffers at an access of PTX line `line`)."""
+    if not ok:
+        raise ValueFault(f"PTX line {line}: threads of one class access different buffers here (their addresses "
+                         "differ by their identity and a run-time value); pipecheck cannot model them as one class")
+    return v
+
+
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "&": "&", "|": "|", "^": "^",
            "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -148,6 +157,8 @@ def expr_source(e: RExpr) -> str:
             return f"{'_shl' if e.op == '<<' else '_shr'}({a[0]}, {a[1]})"
         if e.op in ("min", "max"):
             return f"{e.op}({', '.join(a)})"
+        if e.op == "chk":
+            return f"_chk({a[0]}, {a[1]}, {a[2]})"
         return f"({a[0]} {_PY_OPS[e.op]} {a[1]})"
     raise TypeError(f"not a runtime expression: {e!r}")
 
@@ -157,7 +168,8 @@ def compile_expr(e: RExpr) -> Callable[[tuple], int]:
         v = int(e.value)
         return lambda env: v
     src = expr_source(e)
-    return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr, "min": min, "max": max})
+    return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr, "_chk": _chk, "min": min,
+                                           "max": max})
 
 
 def expr_text(e: RExpr) -> str:
@@ -184,6 +196,8 @@ def expr_text(e: RExpr) -> str:
             return f"{'_shl' if e.op == '<<' else '_shr'}({a[0]}, {a[1]})"
         if e.op in ("min", "max"):
             return f"{e.op}({', '.join(a)})"
+        if e.op == "chk":  # the PTX front end's same-buffer check: the value is what a person reads
+            return a[1]
         return f"({a[0]} {e.op} {a[1]})"
     return "?"
 

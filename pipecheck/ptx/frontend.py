@@ -506,6 +506,7 @@ def class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[
             em = Emitter(prog.ev, prog.sl, prog.plan, identity(prog, cta, members[0], config),
                          lambda i: prog.site_index.get(i, -1), T, warp_split=split)
             ck = em.run()
+            ck.rep = members[0]
             prog.cache[("code", sig, cta, split, config.choices)] = ck
         out.append((cta, wg, tuple(members), ck))
     return out
@@ -713,14 +714,70 @@ def _buf_ref(reg: Regions, ref: SmemRef, own_cta: int) -> RRef:
     return RRef("smem", (_buf_index_expr(reg, low),), None if peer is None else RConst(peer))
 
 
-def _resolve(prog: PtxProgram, code: ClassCode, cta: int) -> Program:
+def delta_ranges(prog: PtxProgram, code: ClassCode, cta: int, members: tuple[int, ...], config: Config
+                 ) -> tuple[tuple[int, int, int], ...]:
+    """(access, lo, hi) for each read/write whose address differs among the class's members by their identity
+    (`lower.addr_only`): member t's address is the program's (written for thread `code.rep`) plus a delta in lo..hi
+    (0 included: the program's own address)."""
+    out = []
+    rep = identity(prog, cta, code.rep, config)
+    idents = [identity(prog, cta, t, config) for t in members if t != code.rep]
+    for i, e in sorted(prog.plan.addr_delta.items()):
+        if isinstance(e, RConst) or not idents:
+            continue
+        try:
+            r0 = evaluate_for(e, rep)
+            ds = [evaluate_for(e, ident) - r0 for ident in idents]
+        except (ArithmeticError, KeyError) as exc:
+            raise error("rule", f"PTX line {prog.body.ops[i].line}: a thread's address cannot be evaluated ({exc})",
+                        prog.body.span(i)) from None
+        lo, hi = min(0, *ds), max(0, *ds)
+        if (lo, hi) != (0, 0):
+            out.append((i, lo, hi))
+    return tuple(out)
+
+
+def _region_of(reg: Regions, a: RExpr) -> RExpr:
+    """How many buffer ends lie at or below address a: equal for two addresses exactly when every address
+    between them is in one buffer, or in one gap between buffers."""
+    out: RExpr = RConst(0)
+    for b in sorted({x for lo, hi, _ in reg.buffers for x in (lo, hi)}):
+        out = ROp("+", (out, ROp(">=", (a, RConst(b)))))
+    return out
+
+
+def _checked_buf_ref(reg: Regions, ref: SmemRef, own_cta: int, lo: int, hi: int, body: Body) -> RRef:
+    """A read/write's buffer for a class whose members' addresses are the program's plus lo..hi: the same for all
+    of them, which the program checks where the address is known only at run time (`ir._chk` refuses the run)."""
+    r = _buf_ref(reg, ref, own_cta)
+    m = (1 << CLUSTER_SHIFT) - 1
+    line = body.ops[ref.site].line
+    e = ref.addr
+    if isinstance(e, RConst):
+        a, b = (e.value & m) + lo, (e.value & m) + hi
+        ends = sorted({x for lo_, hi_, _ in reg.buffers for x in (lo_, hi_)})
+        if not (0 <= a and b <= m and sum(a >= x for x in ends) == sum(b >= x for x in ends)):
+            raise error("rule", f"PTX line {line}: threads of one class access different buffers here (offsets "
+                        f"{a}..{b}): pipecheck cannot model them as one class", body.span(ref.site))
+        return r
+    low = ROp("&", (e, RConst(m)))
+    a, b = ROp("+", (low, RConst(lo))), ROp("+", (low, RConst(hi)))
+    ok = ROp("&&", (ROp("&&", (ROp(">=", (a, RConst(0))), ROp("<=", (b, RConst(m))))),
+                    ROp("==", (_region_of(reg, a), _region_of(reg, b)))))
+    return RRef(r.name, (ROp("chk", (ok, r.indices[0], RConst(line))),), r.cta)
+
+
+def _resolve(prog: PtxProgram, code: ClassCode, cta: int, ranges: tuple[tuple[int, int, int], ...] = ()) -> Program:
     reg = prog.regions
     assert reg is not None
+    spread = {i: (lo, hi) for i, lo, hi in ranges}
     out = []
     for ins in code.instrs:
         args = []
         for a in ins.args:
-            if isinstance(a, SmemRef):
+            if isinstance(a, SmemRef) and a.kind == "buf" and ins.op in (READ, WRITE) and a.site in spread:
+                args.append(_checked_buf_ref(reg, a, cta, *spread[a.site], prog.body))
+            elif isinstance(a, SmemRef):
                 args.append(_bar_ref(reg, a, cta, prog.body) if a.kind == "bar" else _buf_ref(reg, a, cta))
             elif isinstance(a, tuple) and a and isinstance(a[0], tuple) and a[0] and isinstance(a[0][0], SmemRef):
                 args.append(tuple(dict.fromkeys((_buf_ref(reg, r, cta), t) for r, t in a)))  # each buffer once
@@ -782,10 +839,11 @@ def classes_for(prog: PtxProgram, config: Config, lockstep: bool = False) -> lis
     T = prog.threads
     clustered = math.prod(prog.launch.cluster) > 1
     for cta, wg, members, code in class_codes(prog, config):
-        key = ("prog", id(code), cta)
+        ranges = delta_ranges(prog, code, cta, members, config)
+        key = ("prog", id(code), cta, ranges)
         program = prog.cache.get(key)
         if program is None:
-            program = prog.cache[key] = _resolve(prog, code, cta)
+            program = prog.cache[key] = _resolve(prog, code, cta, ranges)
         role_threads = min(128, T - 128 * wg)
         local = [t - 128 * wg for t in members]
         signalling = any(i.op in (ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, TMA_STORE, INIT, INVAL)

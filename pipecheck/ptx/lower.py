@@ -96,6 +96,10 @@ class Plan:
     elect_masks: list[int]
     elect_sites: list[int]  # flat indices of the elect.sync instructions in the slice
     warp_colls: bool
+    # run-time registers that only ever feed access addresses (`addr_only`): their identity parts split no class
+    addr_regs: frozenset[str] = frozenset()
+    # per read/write access: its address's identity part (address = run-time part + delta(thread)), checked per class
+    addr_delta: dict[int, RExpr] = field(default_factory=dict)
 
 
 def plan(ev: Evaluation, sl: Slice) -> Plan:
@@ -133,6 +137,7 @@ def plan(ev: Evaluation, sl: Slice) -> Plan:
                     grew = True
                 elif isinstance(v, Unknown):
                     _refuse_unknown(ev, i, r, v)
+    addr_regs, addr_delta = addr_only(ev, sl, dyn, uses)
     # the destinations of kept instructions whose registers are dynamic anywhere, and their identity operands
     for i in uses:
         d = ev.decoded[i]
@@ -148,17 +153,193 @@ def plan(ev: Evaluation, sl: Slice) -> Plan:
         access = d.kind in (LOAD_K, STORE_K) and d.what in ("read", "write")
         if d.kind in (ALU_K, LOAD_K) and not access and not any(r in dyn for r, _ in d.dests):
             continue  # folded for every class: its operands are no one's business
+        addr_alu = d.kind == ALU_K and all(r in addr_regs for r, _ in d.dests if r in dyn)
         for r in protocol_reads(ev, i):
             v = ev.opvals[i].get(r, 0)
             if isinstance(v, RExpr) and not isinstance(v, RConst):
-                if access and r != ops[i].guard:
-                    continue  # an access's address decides only which buffer: checked per class (resolve)
+                if r != ops[i].guard and (access or addr_alu):
+                    # an access's address, or a part of one, decides only which buffer: the class's members must
+                    # name the same buffer, which `frontend._resolve` checks from `addr_delta`
+                    continue
                 nodes.setdefault(v, None)
                 if v not in at.setdefault(i, []):
                     at[i].append(v)
     warp_colls = any(ev.decoded[i].kind == PROTO_K and ev.decoded[i].what in ("elect", "shfl", "syncwarp")
                      for i in uses if ev.reach[i])
-    return Plan(dyn, list(nodes), at, sorted(masks), esites, warp_colls)
+    return Plan(dyn, list(nodes), at, sorted(masks), esites, warp_colls, frozenset(addr_regs), addr_delta)
+
+
+_ZERO = RConst(0)
+_ADDITIVE = frozenset({"mov", "cvt", "cvta", "add", "sub", "shl", "mul", "mad"})
+
+
+def addr_only(ev: Evaluation, sl: Slice, dyn: set[str], uses: list[int]) -> tuple[set[str], dict[int, RExpr]]:
+    """The run-time registers whose identity-dependent parts need not split threads, and each access's delta.
+
+    A register qualifies when (1) every kept instruction that reads it is an access using it in its address, or
+    arithmetic whose run-time destinations qualify too (never a branch, guard, barrier, count, parity, bytes, loop
+    bound), and (2) the identity enters it additively: for a thread t, its value is the class representative's plus
+    delta(t) - delta(rep) modulo 2^32, with one identity expression `delta` for every definition (mov, cvt, cvta,
+    add, sub, shl by a constant, mul/mad by a constant, 32 bits or wider). Every other run-time register of a class is
+    the same for all its members (its identity operands split), so its delta is 0. An access's address is then
+    A(run-time) + delta(t); `frontend._resolve` makes the class's program check, where it runs, that A plus the
+    smallest and the largest delta of the class's members fall in the same buffer or the same gap between buffers
+    (so every member does: buffers are intervals), and refuses the run otherwise."""
+    ops = ev.body.ops
+    reads: dict[str, list[int]] = {}
+    defs: dict[str, list[int]] = {}
+    for i in uses:
+        if not ev.reach[i]:
+            continue
+        for r in set(protocol_reads(ev, i)):
+            if r in dyn:
+                reads.setdefault(r, []).append(i)
+        if i in sl.ops:
+            for r, _ in ev.decoded[i].dests:
+                if r in dyn:
+                    defs.setdefault(r, []).append(i)
+    accesses = [i for i in uses if ev.reach[i] and ev.decoded[i].kind in (LOAD_K, STORE_K)
+                and ev.decoded[i].what in ("read", "write")]
+    cand = set(dyn)
+
+    def reader_ok(i: int, r: str) -> bool:
+        op, d = ops[i], ev.decoded[i]
+        if op.guard == r:
+            return False
+        if d.kind in (LOAD_K, STORE_K) and d.what in ("read", "write"):
+            return True  # protocol_reads of an access: its guard and its address
+        if d.kind == ALU_K and op.base in _ADDITIVE:
+            return all(x in cand for x, _ in d.dests if x in dyn)
+        return False
+
+    while True:
+        grew = True
+        while grew:  # (1): drop registers with a reader that is not an address computation
+            grew = False
+            for r in sorted(cand):
+                if any(not reader_ok(i, r) for i in reads.get(r, ())):
+                    cand.discard(r)
+                    grew = True
+        delta: dict[str, RExpr] = {}
+        bad: set[str] = set()
+        changed = True
+        while changed:  # (2): the deltas, optimistically over loops (an undefined delta skips a definition)
+            changed = False
+            for r in sorted(cand - bad):
+                for i in defs.get(r, ()):
+                    e = _def_delta(ev, i, r, cand, delta)
+                    if e is None:
+                        continue
+                    if e is _BAD:
+                        bad.add(r)
+                        changed = True
+                        break
+                    old = delta.get(r)
+                    if old is None:
+                        delta[r] = e
+                        changed = True
+                    elif old != e and not _same_fn(ev, old, e):
+                        bad.add(r)
+                        changed = True
+                        break
+        if not bad:  # a register defined only from itself has no delta: it splits as before
+            bad = {r for r in cand if r not in delta and defs.get(r)}
+            if not bad:
+                break
+        cand -= bad
+    out: dict[int, RExpr] = {}
+    for i in accesses:
+        addr = next((o for k, o in ev.decoded[i].roles if k == "addr"), None)
+        if addr is None or not any(_mentions(addr, r) for r in cand):
+            continue  # an address of identity and shared registers only: exempt as before (not checked)
+        e = _operand_delta(ev, i, addr, cand, delta)
+        if e is None or e is _BAD:
+            raise error("rule", f"PTX line {ops[i].line}: an address whose per-thread part pipecheck cannot follow",
+                        ev.body.span(i))
+        out[i] = e
+    return cand, out
+
+
+class _Bad:
+    pass
+
+
+_BAD = _Bad()  # a value whose identity part is not additive
+
+
+def _operand_delta(ev: Evaluation, i: int, o, cand: set[str], delta: dict[str, RExpr]):
+    """An operand's identity part: an identity expression, None (a register's not known yet) or _BAD."""
+    if isinstance(o, X.Reg) and o.name in cand:
+        return delta.get(o.name)
+    if isinstance(o, X.BinOp) and o.op in ("+", "-"):
+        a, b = _operand_delta(ev, i, o.a, cand, delta), _operand_delta(ev, i, o.b, cand, delta)
+        if a is _BAD or b is _BAD:
+            return _BAD
+        if a is None or b is None:
+            return None
+        return mk(o.op, a, b)
+    v = ev.value(i, o)
+    if isinstance(v, int):
+        return _ZERO
+    if isinstance(v, RExpr):
+        return v  # an identity value: all of it is the thread's own part
+    if v is DYN and isinstance(o, X.Reg):
+        return _ZERO  # a run-time register the class's members share (its identity operands split the class)
+    return _BAD
+
+
+def _def_delta(ev: Evaluation, i: int, r: str, cand: set[str], delta: dict[str, RExpr]):
+    op, d = ev.body.ops[i], ev.decoded[i]
+    if op.guard is None:
+        v = ev.outvals[i].get(r)
+        if isinstance(v, int):
+            return _ZERO
+        if isinstance(v, RExpr):
+            return v
+    if d.kind != ALU_K or op.base not in _ADDITIVE or len(d.dests) != 1:
+        return _BAD
+    from .isa import INT_TYPES, FLOAT_TYPES
+    for m in op.mods:
+        if "." + m in FLOAT_TYPES or ("." + m in INT_TYPES and width_of("." + m) < 32):
+            return _BAD  # a narrow value wraps below 2^32, a float rounds: the identity part would not stay additive
+    args = [_operand_delta(ev, i, s, cand, delta) for s in d.srcs]
+    if any(a is _BAD for a in args):
+        return _BAD
+    if any(a is None for a in args):
+        return None
+    const = [ev.value(i, s) if a == _ZERO else None for s, a in zip(d.srcs, args)]
+    base = op.base
+    if all(a == _ZERO for a in args):
+        return _ZERO
+    if base in ("mov", "cvt", "cvta") and len(args) == 1:
+        return args[0]
+    if base in ("add", "sub") and len(args) == 2:
+        return mk("+" if base == "add" else "-", args[0], args[1])
+    if base == "shl" and len(args) == 2 and args[1] == _ZERO and isinstance(const[1], int) and 0 <= const[1] < 32:
+        return mk("*", args[0], RConst(1 << const[1]))
+    if base in ("mul", "mad") and ("lo" in op.mods or "wide" in op.mods) and len(args) >= 2:
+        k = 0 if args[1] == _ZERO else 1 if args[0] == _ZERO else -1
+        if k < 0 or not isinstance(const[k], int):
+            return _BAD
+        prod = mk("*", args[1 - k], RConst(const[k]))
+        if base == "mul" and len(args) == 2:
+            return prod
+        if base == "mad" and len(args) == 3:
+            return mk("+", prod, args[2])
+    return _BAD
+
+
+def _same_fn(ev: Evaluation, a: RExpr, b: RExpr) -> bool:
+    """Whether two identity expressions agree for every thread of the cluster (no elected lane in them)."""
+    if (leaves(a, set()) | leaves(b, set())) - {TID, CTA}:
+        return False
+    T = ev.launch.block[0] * ev.launch.block[1] * ev.launch.block[2]
+    ncta = ev.launch.cluster[0] * ev.launch.cluster[1] * ev.launch.cluster[2]
+    try:
+        return all(evaluate_for(a, Identity(t, c, {})) == evaluate_for(b, Identity(t, c, {}))
+                   for c in range(ncta) for t in range(T))
+    except (ArithmeticError, KeyError):
+        return False
 
 
 def op_guard(op) -> str | None:
@@ -266,6 +447,7 @@ class ClassCode:
     slot_names: list[str]
     ghosts: dict[str, int]
     sites: list[int] = field(default_factory=list)  # flat instruction of each ir instruction
+    rep: int = -1  # the thread whose identity the code was written for (`frontend.class_codes`)
 
 
 class Emitter:

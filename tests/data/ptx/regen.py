@@ -194,6 +194,8 @@ KERNELS = [
     _libcudacxx("cuda_barrier_tma_bug_no_sync", ["-DBUG_NO_SYNC"],
                 "planted: no __syncthreads between the threads' writes and thread 0's TMA store",
                 expect=[("", "missing-proxy-fence, store-reuse", "")]),
+    _mini("lane_ring", [], "a 2-stage TMA ring whose consumer warp reads ab[s][lane * 4] (s the loop-carried stage): "
+          "its lanes are one thread class", source="lane_ring.cu", expect=[("", "verified", "")]),
     _mini("umma_2sm_mini", [], "sm_100a 2-SM UMMA ring on a 2x1x1 cluster: cta_group::2 loads onto the even CTA's "
           "full barrier, its pair MMA, the commit multicast to both CTAs", source="umma_2sm_mini.cu", arch="sm_100a",
           expect=[("", "verified", ""), ("-D param_128=5", "verified", "")]),
