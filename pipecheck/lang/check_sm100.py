@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.diagnostics import SpecError, error
 from . import ast as A
 from .consts import eval_const
-from ..model.ir import CLC_CHOICE
+from ..model.kernel import CLC_CHOICE
 
 CLC_RESPONSE_BYTES = 16  # clusterlaunchcontrol.try_cancel writes a 16-byte response (PTX ISA 9.7.13.21)
 

@@ -239,7 +239,6 @@ CP_ASYNC = "cp_async"
 T5_BEFORE, T5_AFTER = "tcgen05_before_thread_sync", "tcgen05_after_thread_sync"
 TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH = "tmem_alloc", "tmem_dealloc", "tmem_relinquish"
 TCGEN05_OPS = frozenset({T5_BEFORE, T5_AFTER, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH})
-CLC_CHOICE = "clc"  # the kernel choice of cluster launch control: how many clusters' work a cluster takes over
 PROBE = "probe"  # mbarrier.try_wait/test_wait as a test: a register gets whether the phase completed
 TRAP = "trap"  # PTX `trap`, `brkpt`, a failed device assert: the kernel stops with an error
 PTX_ONLY_OPS = frozenset({PROBE, TRAP})  # what only the PTX front end emits (the .pipe language has no spelling)

@@ -10,6 +10,10 @@ from typing import Protocol
 from ..core.diagnostics import Span
 
 
+# the kernel choice of cluster launch control (`clc N`, or the PTX front end's 0..2): how many clusters' work a
+# cluster takes over
+CLC_CHOICE = "clc"
+
 @dataclass(frozen=True)
 class BufferDecl:
     name: str

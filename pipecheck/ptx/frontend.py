@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Mapping
 
 from ..core.diagnostics import Span, SpecError, error
-from ..model.ir import (CLC_CHOICE, COLL, END, INIT, MMA, PROBE, READ, TMA_LOAD, TMA_STORE, WRITE, ARRIVE, ARRIVE_DROP,
+from ..model.ir import (COLL, END, INIT, MMA, PROBE, READ, TMA_LOAD, TMA_STORE, WRITE, ARRIVE, ARRIVE_DROP,
                         BRANCH, COMPLETE_TX, EXPECT_TX, INVAL, JUMP, LET, WAIT, Instr, Program, RConst, RExpr, ROp,
                         RRef, Site, compile_expr)
-from ..model.kernel import BarrierDecl, BufferDecl
+from ..model.kernel import CLC_CHOICE, BarrierDecl, BufferDecl
 from ..model.threads import Config, ThreadClass, class_label
 from . import syntax as X
 from .decode import PROTO_K, prepare
