@@ -365,18 +365,6 @@ def _succ(ops: list[Op], j: int) -> list[int]:
     return [j + 1]
 
 
-def _regs(o: X.Operand) -> list[str]:
-    if isinstance(o, X.Reg):
-        return [o.name]
-    if isinstance(o, X.BinOp):
-        return _regs(o.a) + _regs(o.b)
-    if isinstance(o, (X.Neg, X.Not)):
-        return _regs(o.a)
-    if isinstance(o, X.Addr):
-        return [r for p in o.parts for r in _regs(p)]
-    if isinstance(o, (X.Vec, X.PList, X.Pair)):
-        return [r for p in ((o.a, o.b) if isinstance(o, X.Pair) else o.items) for r in _regs(p)]
-    return []
 
 
 def _probe(op: Op) -> bool:
@@ -443,7 +431,7 @@ def _read_outside(ops: list[Op], region: set[int], regs: dict[str, str]) -> set[
         if j in region:
             continue
         dests = {r for r, _ in decode(o, regs).dests}
-        out.update(r for x in o.operands for r in _regs(x) if r not in dests or x is not o.operands[0])
+        out.update(r for x in o.operands for r in X.registers(x) if r not in dests or x is not o.operands[0])
         if o.guard:
             out.add(o.guard)
     return out

@@ -124,19 +124,12 @@ def protocol_reads(ev: Evaluation, i: int) -> list[str]:
     return _reads(op, d)
 
 
+_IDENTITY_REGS = ("%tid", "%ctaid", "%nctaid", "%ntid", "%laneid", "%warpid", "%cluster", "%nclusterid", "%clusterid")
+
+
 def _regs_in(o: X.Operand) -> list[str]:
-    if isinstance(o, X.Reg):
-        return [o.name] if not o.name.startswith(("%tid", "%ctaid", "%nctaid", "%ntid", "%laneid", "%warpid",
-                                                   "%cluster", "%nclusterid", "%clusterid")) else []
-    if isinstance(o, X.BinOp):
-        return _regs_in(o.a) + _regs_in(o.b)
-    if isinstance(o, (X.Neg, X.Not)):
-        return _regs_in(o.a)
-    if isinstance(o, X.Addr):
-        return [r for p in o.parts for r in _regs_in(p)]
-    if isinstance(o, (X.Vec, X.PList)):
-        return [r for p in o.items for r in _regs_in(p)]
-    return []
+    """The registers an operand reads, less the special registers of the thread's identity."""
+    return [r for r in X.registers(o) if not r.startswith(_IDENTITY_REGS)]
 
 
 def protocol_slice(ev: Evaluation) -> Slice:

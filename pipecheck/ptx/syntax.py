@@ -193,3 +193,20 @@ class Module:
 
     def function(self, name: str) -> Function | None:
         return next((f for f in self.functions if f.name == name and f.body is not None), None)
+
+
+def registers(o: "Operand") -> list[str]:
+    """The registers an operand names, in order (inside addresses, expressions, vectors, `a|b` pairs)."""
+    if isinstance(o, Reg):
+        return [o.name]
+    if isinstance(o, BinOp):
+        return registers(o.a) + registers(o.b)
+    if isinstance(o, (Neg, Not)):
+        return registers(o.a)
+    if isinstance(o, Addr):
+        return [r for p in o.parts for r in registers(p)]
+    if isinstance(o, (Vec, PList)):
+        return [r for p in o.items for r in registers(p)]
+    if isinstance(o, Pair):
+        return registers(o.a) + registers(o.b)
+    return []
