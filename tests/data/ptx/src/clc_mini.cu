@@ -33,6 +33,38 @@ __device__ __forceinline__ bool canceled(void* resp) {
   return ok != 0;
 }
 
+#ifdef BUG_READ_BEFORE_WAIT
+constexpr bool kConsumerDecodesFirst = true;
+#else
+constexpr bool kConsumerDecodesFirst = false;
+#endif
+#ifdef BUG_NO_CLC_RELEASE
+constexpr bool kConsumerReleases = false;
+#else
+constexpr bool kConsumerReleases = true;
+#endif
+
+// fetch_next_work: wait for the response, decode it, and release it once every lane of the warp has read it
+__device__ __forceinline__ bool fetch_next(void* resp, uint64_t* full, uint64_t* empty, uint32_t& phase, int lane,
+                                           bool decode_first = false, bool release = true) {
+  bool more;
+  if (decode_first) {
+    more = canceled(resp);
+    wait(full, phase);
+  } else {
+    wait(full, phase);
+    more = canceled(resp);
+  }
+  phase ^= 1;
+  if (release) {
+#ifndef BUG_NO_SYNCWARP
+    __syncwarp();  // every lane has decoded the response before the warp releases it
+#endif
+    if (lane == 0) arrive(empty);
+  }
+  return more;
+}
+
 __global__ void __launch_bounds__(96) clc_mini(const char* src, int k_tiles) {
   __shared__ alignas(128) char ab[STAGES][BYTES];
   __shared__ alignas(16) char resp[16];
@@ -59,13 +91,7 @@ __global__ void __launch_bounds__(96) clc_mini(const char* src, int k_tiles) {
         try_cancel(resp, &clc_full);
       }
       empty_phase ^= 1;
-      wait(&clc_full, clc_phase);
-      more = canceled(resp);
-      clc_phase ^= 1;
-#ifndef BUG_NO_SYNCWARP
-      __syncwarp();  // every lane has decoded the response before the warp releases it
-#endif
-      if (lane == 0) arrive(&clc_empty);
+      more = fetch_next(resp, &clc_full, &clc_empty, clc_phase, lane);
     }
   } else if (warp == 1) {  // TMA producer
     int s = 0;
@@ -81,13 +107,7 @@ __global__ void __launch_bounds__(96) clc_mini(const char* src, int k_tiles) {
         }
         if (++s == STAGES) { s = 0; phase ^= 1; }
       }
-      wait(&clc_full, clc_phase);
-      more = canceled(resp);
-      clc_phase ^= 1;
-#ifndef BUG_NO_SYNCWARP
-      __syncwarp();  // every lane has decoded the response before the warp releases it
-#endif
-      if (lane == 0) arrive(&clc_empty);
+      more = fetch_next(resp, &clc_full, &clc_empty, clc_phase, lane);
     }
   } else {  // consumer
     int s = 0;
@@ -95,25 +115,12 @@ __global__ void __launch_bounds__(96) clc_mini(const char* src, int k_tiles) {
     for (int tile = 0; more; ++tile) {
       for (int k = 0; k < k_tiles; ++k) {
         wait(&full[s], phase);
-        (void)*(volatile int*)&ab[s][0];  // the stage's data, read (one address: a per-lane one splits the warp, docs/ptx.md)
+        (void)*(volatile int*)&ab[s][0];  // the stage's data, read
         __syncwarp();
         if (lane == 0) arrive(&empty[s]);
         if (++s == STAGES) { s = 0; phase ^= 1; }
       }
-#ifdef BUG_READ_BEFORE_WAIT
-      more = canceled(resp);
-      wait(&clc_full, clc_phase);
-#else
-      wait(&clc_full, clc_phase);
-      more = canceled(resp);
-#endif
-      clc_phase ^= 1;
-#ifndef BUG_NO_CLC_RELEASE
-#ifndef BUG_NO_SYNCWARP
-      __syncwarp();  // every lane has decoded the response before the warp releases it
-#endif
-      if (lane == 0) arrive(&clc_empty);
-#endif
+      more = fetch_next(resp, &clc_full, &clc_empty, clc_phase, lane, kConsumerDecodesFirst, kConsumerReleases);
     }
   }
 }

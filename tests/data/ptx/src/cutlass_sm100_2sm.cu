@@ -31,5 +31,10 @@ using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder
     ElementB, LayoutB, AlignmentB, ElementAccumulator, MmaTileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
     cutlass::gemm::KernelTmaWarpSpecialized2SmSm100>::CollectiveOp;
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int,int,int,int>, CollectiveMainloop, CollectiveEpilogue, cutlass::gemm::StaticPersistentScheduler>;
+#ifdef PIPECHECK_CLC_SCHEDULER
+using TileScheduler = void;  // the default SM100 tile scheduler: cluster launch control (cutlass_sm100_2sm_clc.cu)
+#else
+using TileScheduler = cutlass::gemm::StaticPersistentScheduler;
+#endif
+using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int,int,int,int>, CollectiveMainloop, CollectiveEpilogue, TileScheduler>;
 void* p() { return (void*)&cutlass::device_kernel<GemmKernel>; }
