@@ -356,7 +356,8 @@ def prepare(body: Body) -> Body:
 LOOP_LIMIT = 96  # instructions a back-off wait loop may span
 
 
-def _succ(ops: list[Op], j: int) -> list[int]:
+def successors(ops: list[Op], j: int) -> list[int]:
+    """Where control can go from flat instruction j (a `brx`, `exit`, `ret` or `trap` ends the walk)."""
     op = ops[j]
     if op.base == "bra":
         return [op.target] if op.guard is None else [j + 1, op.target]
@@ -365,11 +366,14 @@ def _succ(ops: list[Op], j: int) -> list[int]:
     return [j + 1]
 
 
+def _tries(op: Op) -> bool:
+    """An mbarrier try_wait / test_wait, in either form."""
+    return op.base == "mbarrier" and bool(op.mods) and op.mods[0] in ("try_wait", "test_wait")
 
 
 def _probe(op: Op) -> bool:
-    return op.base == "mbarrier" and bool(op.mods) and op.mods[0] in ("try_wait", "test_wait") and op.guard is None \
-        and len(op.operands) >= 3 and _reg(op.operands[0]) is not None
+    """A try whose result a register holds (what a back-off wait region is made of)."""
+    return _tries(op) and op.guard is None and len(op.operands) >= 3 and _reg(op.operands[0]) is not None
 
 
 def _quiet(op: Op) -> bool:
@@ -425,19 +429,38 @@ def _decision(ops: list[Op], i: int) -> tuple[int, int] | None:
     return None
 
 
-def _read_outside(ops: list[Op], region: set[int], regs: dict[str, str]) -> set[str]:
-    out: set[str] = set()
-    for j, o in enumerate(ops):
-        if j in region:
-            continue
-        dests = {r for r, _ in decode(o, regs).dests}
-        out.update(r for x in o.operands for r in X.registers(x) if r not in dests or x is not o.operands[0])
-        if o.guard:
-            out.add(o.guard)
-    return out
+class _Flow:
+    """What the back-off recogniser asks of the whole body, worked out once, when first asked: each instruction's
+    predecessors and the registers it reads."""
+
+    def __init__(self, ops: list[Op], regs: dict[str, str]):
+        self.ops, self.regs = ops, regs
+        self._preds: dict[int, list[int]] | None = None
+        self._reads: list[set[str]] | None = None
+
+    def entered_elsewhere(self, region: set[int], i: int) -> bool:
+        """Whether control enters the region anywhere but at i."""
+        if self._preds is None:
+            self._preds = {}
+            for j in range(len(self.ops)):
+                for k in successors(self.ops, j):
+                    self._preds.setdefault(k, []).append(j)
+        return any(j not in region for k in region if k != i for j in self._preds.get(k, ()))
+
+    def read_outside(self, region: set[int]) -> set[str]:
+        """The registers read anywhere outside the region."""
+        if self._reads is None:
+            self._reads = []
+            for o in self.ops:
+                dests = {r for r, _ in decode(o, self.regs).dests}
+                got = {r for x in o.operands for r in X.registers(x) if r not in dests or x is not o.operands[0]}
+                if o.guard:
+                    got.add(o.guard)
+                self._reads.append(got)
+        return {r for j, got in enumerate(self._reads) if j not in region for r in got}
 
 
-def _wait_region(ops: list[Op], i: int, regs: dict[str, str]) -> tuple[set[int], int] | None:
+def _wait_region(ops: list[Op], i: int, regs: dict[str, str], flow: _Flow) -> tuple[set[int], int] | None:
     """The code from probe i to where a completed phase leaves it, when that code is one blocking wait: the
     region (every instruction reachable from i short of the way out, within LOOP_LIMIT) holds only quiet
     instructions and probes of the same barrier and phase; each probe's `true` leaves for the way out at once,
@@ -450,7 +473,7 @@ def _wait_region(ops: list[Op], i: int, regs: dict[str, str]) -> tuple[set[int],
     near = range(max(0, i - LOOP_LIMIT), min(len(ops), i + LOOP_LIMIT))
     region, stack = {i}, [i]
     while stack:
-        for k in _succ(ops, stack.pop()):
+        for k in successors(ops, stack.pop()):
             if k == out or k in region:
                 continue
             if k not in near:
@@ -475,11 +498,11 @@ def _wait_region(ops: list[Op], i: int, regs: dict[str, str]) -> tuple[set[int],
             if j in seen or _probe(ops[j]):
                 continue
             seen.add(j)
-            stack.extend(_succ(ops, j))
-    if any(k in region and k != i for j in range(len(ops)) if j not in region for k in _succ(ops, j)):
+            stack.extend(successors(ops, j))
+    if flow.entered_elsewhere(region, i):
         return None
     defined = {r for j in region if j != i for r, _ in decode(ops[j], regs).dests}
-    if defined & _read_outside(ops, region, regs):
+    if defined & flow.read_outside(region):
         return None
     return region, out
 
@@ -488,10 +511,11 @@ def _backoff_waits(ops: list[Op], regs: dict[str, str]) -> None:
     """Collapse a try_wait with a back-off into one blocking wait: libcu++'s `cuda::barrier::wait` (CUDA 13.0,
     docs/ptx.md) tries the phase once, and while it has not completed counts spins, reads `%globaltimer` and
     sleeps (`nanosleep`) before trying again (`_wait_region` says when such code is a wait)."""
+    flow = _Flow(ops, regs)
     for i, op in enumerate(ops):
         if not _probe(op) or i + 1 >= len(ops):
             continue
-        found = _wait_region(ops, i, regs)
+        found = _wait_region(ops, i, regs, flow)
         if found is None:
             continue
         region, out = found
@@ -502,16 +526,17 @@ def _backoff_waits(ops: list[Op], regs: dict[str, str]) -> None:
         for j in region - {i, i + 1}:  # no longer reachable: the probes in it are not spin loops of their own
             o = ops[j]
             ops[j] = Op("nop.spin", (), None, False, o.line, o.col, o.loc)
+        flow = _Flow(ops, regs)  # the body changed
 
 
 def _refuse_spins(body: Body, ops: list[Op]) -> None:
     """A probe on a cycle of quiet instructions is a spin loop that `prepare` did not recognise as a wait: as a
     loop of probes a hang would look like a thread that keeps running, so it is refused, never explored."""
     for i, op in enumerate(ops):
-        if not (op.base == "mbarrier" and op.mods and op.mods[0] in ("try_wait", "test_wait")):
+        if not _tries(op):
             continue
         near = range(max(0, i - LOOP_LIMIT), min(len(ops), i + LOOP_LIMIT))
-        seen, stack = set(), list(_succ(ops, i))
+        seen, stack = set(), list(successors(ops, i))
         while stack:
             j = stack.pop()
             if j == i:
@@ -521,7 +546,7 @@ def _refuse_spins(body: Body, ops: list[Op]) -> None:
             if j in seen or j not in near or not _quiet(ops[j]):
                 continue
             seen.add(j)
-            stack.extend(_succ(ops, j))
+            stack.extend(successors(ops, j))
 
 
-__all__ = ["Decoded", "decode", "prepare", "INT_TYPES"]
+__all__ = ["Decoded", "decode", "prepare", "successors", "INT_TYPES"]

@@ -22,7 +22,7 @@ from ..model.ir import (COLL, END, INIT, MMA, PROBE, READ, TMA_LOAD, TMA_STORE, 
 from ..model.kernel import CLC_CHOICE, BarrierDecl, BufferDecl
 from ..model.threads import Config, ThreadClass, class_label
 from . import syntax as X
-from .decode import PROTO_K, prepare
+from .decode import PROTO_K, prepare, successors
 from .evaluate import CLUSTER_SHIFT, PARAM_BASE, Evaluation, Launch, ParamRead, evaluate
 from .flatten import Body, flatten
 from .lower import ClassCode, Emitter, Identity, Plan, SmemRef, evaluate_for, partition, plan
@@ -119,9 +119,6 @@ class PtxProgram:
     def uses_clc(self) -> bool:
         return any(self.ev.reach[i] and d.what == "query_cancel" for i, d in enumerate(self.ev.decoded))
 
-    @property
-    def symbols(self) -> list[tuple[int, int, str]]:
-        return _shared_symbols(self.module, self.entry)
 
 
 # ---------------------------------------------------------------- loading
@@ -169,7 +166,7 @@ def _shared_layout(module: X.Module, entry: X.Function | None = None) -> dict[st
     return {name: addr for addr, _, name in _shared_symbols(module, entry)}
 
 
-def _symbol_label(symbols: tuple[tuple[int, int, str], ...], off: int, default: str) -> str:
+def _symbol_label(symbols: list[tuple[int, int, str]], off: int, default: str) -> str:
     """A barrier the source names only by its variable (`__shared__ cuda::barrier<...> bar`): `bar`, or
     `bars[k]` in an array of them, from the `.shared` symbol at its address (nvcc's local name
     `_ZZ<function>E<n><name>`)."""
@@ -424,10 +421,8 @@ def _last_expects(prog: PtxProgram, i: int, limit: int = 4000) -> set[int]:
     preds: dict[int, list[int]] = prog.cache.get("preds")  # type: ignore[assignment]
     if preds is None:
         preds = {}
-        for j, op in enumerate(ops):
-            nxt = [op.target] if op.base == "bra" and op.guard is None else \
-                [j + 1, op.target] if op.base == "bra" else [] if op.base in ("exit", "ret", "trap") else [j + 1]
-            for k in nxt:
+        for j in range(len(ops)):
+            for k in successors(ops, j):
                 preds.setdefault(k, []).append(j)
         prog.cache["preds"] = preds
     found: set[int] = set()
@@ -463,8 +458,8 @@ def _operand_key(o) -> str:
 
 
 def identity(prog: PtxProgram, cta: int, tid: int, config: Config) -> Identity:
-    clc = config.choice(CLC_CHOICE) if any(n == CLC_CHOICE for n, _ in config.choices) else (0,)
-    return Identity(tid, cta, {m: config.elected(m, False) for m in prog.masks}, clc[0])
+    clc = dict(config.choices).get(CLC_CHOICE, (0,))[0]
+    return Identity(tid, cta, {m: config.elected(m, False) for m in prog.masks}, clc)
 
 
 def class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[int, ...], ClassCode]]:
@@ -522,6 +517,11 @@ class Regions:
     buffers: list[tuple[int, int, str]]  # (start, end, label), sorted; the last element of `smem` is "elsewhere"
     counts: tuple[int, ...] = ()  # per barrier, the count its init sets (0: none, or several)
     landed: tuple[bool, ...] = ()  # per buffer: a TMA load (or try_cancel) lands in it
+
+    @property
+    def edges(self) -> list[int]:
+        """Every buffer's start and end, sorted."""
+        return sorted({x for lo, hi, _ in self.buffers for x in (lo, hi)})
 
     def buffer_index(self, addr: int) -> int:
         for k, (lo, hi, _) in enumerate(self.buffers):
@@ -627,7 +627,8 @@ def find_regions(prog: PtxProgram, configs: list[Config]) -> Regions:
     if any((b - lo) % BARRIER_BYTES for b in bars):
         raise error("rule", "PTX: barrier addresses are not 8-byte aligned relative to each other", Span(prog.path, 1, 1))
     nbar = (hi - lo) // BARRIER_BYTES + 1
-    labels = tuple(_symbol_label(prog.symbols, lo + BARRIER_BYTES * k, label) if label.startswith("mbar@") else label
+    symbols = _shared_symbols(prog.module, prog.entry)
+    labels = tuple(_symbol_label(symbols, lo + BARRIER_BYTES * k, label) if label.startswith("mbar@") else label
                    for k, label in enumerate(prog.sources.barrier_labels(lo, nbar, inits, prog.body)))
     # buffers: each TMA load's destination with its bytes; each TMA store's source up to the next region
     loads: dict[int, tuple[int, int]] = {}
@@ -741,7 +742,7 @@ def _region_of(reg: Regions, a: RExpr) -> RExpr:
     """How many buffer ends lie at or below address a: equal for two addresses exactly when every address
     between them is in one buffer, or in one gap between buffers."""
     out: RExpr = RConst(0)
-    for b in sorted({x for lo, hi, _ in reg.buffers for x in (lo, hi)}):
+    for b in reg.edges:
         out = ROp("+", (out, ROp(">=", (a, RConst(b)))))
     return out
 
@@ -755,7 +756,7 @@ def _checked_buf_ref(reg: Regions, ref: SmemRef, own_cta: int, lo: int, hi: int,
     e = ref.addr
     if isinstance(e, RConst):
         a, b = (e.value & m) + lo, (e.value & m) + hi
-        ends = sorted({x for lo_, hi_, _ in reg.buffers for x in (lo_, hi_)})
+        ends = reg.edges
         if not (0 <= a and b <= m and sum(a >= x for x in ends) == sum(b >= x for x in ends)):
             raise error("rule", f"PTX line {line}: threads of one class access different buffers here (offsets "
                         f"{a}..{b}): pipecheck cannot model them as one class", body.span(ref.site))
