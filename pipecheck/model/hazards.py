@@ -10,7 +10,7 @@ from . import semantics as S
 from .compiled import CInstr
 from .findings import Finding
 from .layout import Layout
-from .state import ANY_TILE, CLOBBERED, EMPTY, State
+from .state import ANY_TILE, CLOBBERED, EMPTY, State, seen_in_warp
 
 
 
@@ -83,11 +83,11 @@ class Hazards:
                                site, c, (gid,)))
         for bar, init_cls, st in s.vis:
             if bar == gid and init_cls != c and not (st == "cta" and self.ctas[c] == cta) \
-                    and not (type(st) is tuple and st[0] == "warp" and st[1:] == self.warps[c]):
+                    and not (seen_in_warp(st) and st[1:] == self.warps[c]):
                 how = ("fence_barrier_init and a syncthreads/cluster_sync" if st == 0 else
                        "a syncthreads/cluster_sync after its fence_barrier_init" if st == 1 else
                        "a syncthreads/cluster_sync (a warp's meeting makes the init visible to that warp only)"
-                       if type(st) is tuple and st[0] == "warp" else
+                       if seen_in_warp(st) else
                        "a cluster_sync (the init is only visible inside its own CTA)")
                 out.append(Finding("uninit-barrier", f"{self.labels[c]} {what} {self.layout.bar_names[gid]} before "
                                    f"{self.labels[init_cls]}'s init of it is visible: missing {how}",

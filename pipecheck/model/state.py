@@ -57,3 +57,9 @@ def regroup(groups: tuple, gi: int, loc: tuple, m: int) -> tuple:
     del g[gi]
     g.append((loc, m))
     return merge_groups(g)
+
+
+def seen_in_warp(st) -> bool:
+    """A barrier init's visibility record (`State.vis`) that a warp's meeting made visible to that warp only:
+    `("warp", cta, role, instance, warp)`."""
+    return type(st) is tuple and st[0] == "warp"

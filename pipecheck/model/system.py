@@ -26,13 +26,15 @@ from .ir import (PROBE, TRAP, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, 
 from .kernel import KernelShape
 from .layout import Layout
 from .tcgen05 import Tcgen05Order
-from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup
+from .state import EMPTY, FAR_K, Action, State, merge_groups, regroup, seen_in_warp
 from .threads import ThreadClass, compact_names
 
 MAX_LOCAL_STEPS = 1_000_000
+
+
 def _fenced(st) -> bool:
     """A barrier init's visibility record that a sync arrival publishes: fenced, or fenced and seen in its warp."""
-    return st == 1 or (type(st) is tuple and st[0] == "warp")
+    return st == 1 or seen_in_warp(st)
 
 
 def _published(key: tuple):

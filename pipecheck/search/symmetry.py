@@ -155,18 +155,11 @@ class Symmetric:
                 hit = out[c] = ([], [], [], [], [])
             return hit
         want = None if classes is None else set(classes)
-        for e in s.stores:
-            if want is None or e[0] in want:
-                rec(e[0])[0].append(e)
-        for e in s.dirty:
-            if want is None or e[1] in want:
-                rec(e[1])[1].append(e)
-        for e in s.flight:
-            if want is None or e[5] in want:
-                rec(e[5])[2].append(e)
-        for e in s.commits:
-            if want is None or e[5] in want:
-                rec(e[5])[3].append(e)
+        # each record by the class it belongs to: a store's issuer, a dirty write's writer, a copy's or commit's source
+        for k, (records, at) in enumerate(((s.stores, 0), (s.dirty, 1), (s.flight, 5), (s.commits, 5))):
+            for e in records:
+                if want is None or e[at] in want:
+                    rec(e[at])[k].append(e)
         for g, b in enumerate(s.bars):
             if b is not None:
                 for c, r in b.arrivers:
