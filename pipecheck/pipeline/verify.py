@@ -205,7 +205,9 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options,
         by_point.setdefault(i.run.point, []).append(i)
     for point, group in by_point.items():
         explored = sum({id(i.run): i.run.exploration.states for i in group}.values())
-        limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)))
+        # any finding of the lockstep run answers the question: depth-first meets one sooner
+        limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)),
+                         depth_first=True)
         failing = tuple(i.run.config for i in group)  # only the configurations that showed something
         at = tuple(point) if options.all_params else options.overrides
         again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,

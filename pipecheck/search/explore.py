@@ -33,6 +33,10 @@ class Limits:
     # that raised findings (its cause and consequences, pipeline/causes.py); the stop is still "first-finding".
     # The states, transitions and depth reported stay those at the first finding: what decided the verdict.
     after_first: int = 0
+    # Depth-first instead of breadth-first: when any finding will do (a yes/no question, not a witness to show),
+    # one is most often met after a few hundred states where breadth-first first visits every shorter schedule.
+    # The state spaces are acyclic, so either order visits every reachable state of the reduced graph.
+    depth_first: bool = False
 
 
 @dataclass
@@ -97,8 +101,9 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     next_check = start  # the first expansion is checked too: a small graph must still honour a tight limit
     first_at: tuple | None = None  # (states, transitions, depth) when the first finding was found (after_first)
     held: list = []  # transitions that raised findings before the first was found, for the after_first search
+    take = frontier.pop if limits.depth_first else frontier.popleft
     while frontier:
-        state, sid, d = frontier.popleft()
+        state, sid, d = take()
         depth = max(depth, d)
         succs = system.successors(state)
         if not succs:

@@ -44,6 +44,7 @@ class Footprints:
         self.written = [self._written(c) for c in range(len(model.classes))]
         self.init_owners = self._init_owners()
         self.tx_least = self._tx_least()
+        self.cta_of = [cl.cta for cl in model.classes]
 
     def process_of(self, action: tuple) -> tuple:
         if action[0] == "t":
@@ -394,6 +395,8 @@ class Footprints:
         store_needs: dict = {}  # per wait on bulk groups, what it needs in this state (futures share them)
         initialisers = self.initialisers
         futures: list[tuple[int, _Future]] = []  # (process index, its future) of the thread groups of initialisers
+        left = [0] * len(s.exited)  # per CTA, its thread groups that have not ended (its exit waits for them)
+        cta_of = self.cta_of
         for c, groups in enumerate(s.locs):
             code = model.code[c]
             # nothing of this class's to publish now (none of its inits unfenced or fenced and unpublished): its syncs
@@ -403,6 +406,7 @@ class Footprints:
                 op = code[pc].op
                 if op is END:
                     continue
+                left[cta_of[c]] += 1
                 key = ("g", c, gi)
                 if op in LOCAL_OPS:  # an unsettled start: the head is a local choice
                     procs.append(Process(key, key in enabled, [Op(())], False))
@@ -456,9 +460,9 @@ class Footprints:
         for cta, gone in enumerate(s.exited):
             if gone:
                 continue
-            left = sum(1 for c in model.cta_classes[cta] for (pc, _), _ in s.locs[c] if model.code[c][pc].op is not END)
             key = ("x", cta)
-            procs.append(Process(key, key in enabled, *self._single(("x", cta, left), lambda: self._exit(cta, left))))
+            n = left[cta]
+            procs.append(Process(key, key in enabled, *self._single(("x", cta, n), lambda: self._exit(cta, n))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
         for key in coll_keys:

@@ -10,6 +10,7 @@ is acyclic, a persistent-set search visits every terminal state and every findin
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -62,6 +63,25 @@ class Shape:
     segs: tuple[tuple[int, int, tuple[tuple[Any, int], ...]], ...]
     touches: Mapping[Any, Sequence[tuple[int, tuple]]]
     summed: tuple = field(default=(), compare=False)  # per run, what it provides with one pair per resource
+    # per object, its distinct entries (`_distinct`), filled in as the closure asks
+    distinct: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def _distinct(shape: Shape, obj: Any) -> tuple[tuple[tuple, int, list[int]], ...]:
+    """The distinct footprint entries of a shape's operations on `obj`, each with the first op index that has it and
+    all of them (sorted), in the order of their first op: a future touches a barrier with a few kinds of entry many
+    times over, and the closure's conflict test reads only the entry."""
+    hit = shape.distinct.get(obj)
+    if hit is None:
+        at: dict[tuple, list[int]] = {}
+        for j, e in shape.touches.get(obj, ()):
+            js = at.get(e)
+            if js is None:
+                at[e] = [j]
+            else:
+                js.append(j)
+        hit = shape.distinct[obj] = tuple((e, js[0], js) for e, js in at.items())
+    return hit
 
 
 def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> Shape:
@@ -358,8 +378,27 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
     else:
         order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
     ix = _Index(procs, flat if flat is not None else Flat())
-    for seed in order:
-        t = _close(ix, frozenset((seed.key,)), budgets, best_n)
+    if not any(p.bundle for p in procs):
+        # Without lockstep bundles the loop below stops at the first seed whose closure holds one enabled process,
+        # and a closure only grows: so that seed is found as well by giving up each closure as soon as it takes in
+        # a second enabled process (most seeds that fail, fail there), and the loop runs only when none has one.
+        starts: list = []
+        for seed in order:
+            stop: list = []
+            t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
+            if t is not None:
+                if wins is not None:
+                    wins[seed.key] = wins.get(seed.key, 0) + 1
+                return set(t)
+            # its growth passed through the set it stopped at, and goes on from there as it would have
+            starts.append((seed, stop[0]))
+        ix.close_memo = {}  # their None meant "two enabled", not "no better than the best so far"
+    else:
+        starts = [(seed, frozenset((seed.key,))) for seed in order]
+    for seed, start in starts:
+        if start is None:  # its closure takes in every process
+            continue
+        t = _close(ix, start, budgets, best_n)
         if t is None:
             continue
         n = sum(1 for k in t if ix.enabled[ix.where[k]])
@@ -372,11 +411,13 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
     return best
 
 
-def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int) -> frozenset | None:
+def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int,
+           stops: list | None = None) -> frozenset | None:
     """Grow `t` until it is persistent; None once it has `bound` enabled processes (no better than known).
 
     Growing is a function of `t` alone, so every set met on the way from an earlier seed leads to
-    the same end: that end is remembered (None stays None, as the bound only falls)."""
+    the same end: that end is remembered (None stays None, as the bound only falls). `stops` gets the
+    set the growth stopped at (None: it would hold every process), where a larger bound takes it on."""
     path: list[frozenset] = []
     result: frozenset | None = None
     while True:
@@ -393,11 +434,14 @@ def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int) -> 
             result = t
             break
         if nxt is None:
+            t = None
             break
         t = nxt
     for q in path:
         if q not in ix.close_memo or ix.close_memo[q] is not None:
             ix.close_memo[q] = result
+    if stops is not None:
+        stops.append(t)
     return result
 
 
@@ -495,23 +539,23 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | N
     head_fps = [h.ops[0].footprint for h in heads if h.enabled]
     # conflicts and loudness matter only for the objects the enabled heads touch
     objs = {e[0] for fp in head_fps for e in fp}
-    by_obj: dict[Any, list[tuple[list[int], tuple]]] = {}  # object -> (the processes of a kind, entry)
+    by_obj: dict[Any, list[tuple[list[int], tuple, int]]] = {}  # object -> (the processes of a kind, entry, times)
     shapes = ix.shapes
     for obj in objs:
-        found = []
+        found = []  # (members, entry, how many of the kind's ops before its position have it)
         for k, members in pos:
-            for j, e in shapes[members[0]].touches.get(obj, ()):
-                if j >= k:
+            for e, first, js in _distinct(shapes[members[0]], obj):
+                if first >= k:
                     break
-                found.append((members, e))
+                found.append((members, e, len(js) if js[-1] < k else bisect_left(js, k)))
         if found:
             by_obj[obj] = found
     loud = _loudness([(e, 1) for fp in head_fps for e in fp]
-                     + [(e, len(mem)) for lst in by_obj.values() for mem, e in lst], budgets)
+                     + [(e, n * len(mem)) for lst in by_obj.values() for mem, e, n in lst], budgets)
     add: set = set()
     for fp in head_fps:
         for e in fp:
-            for members, e2 in by_obj.get(e[0], ()):
+            for members, e2, _ in by_obj.get(e[0], ()):
                 if ix.keys[members[-1]] in add:
                     continue
                 if _conflict((e,), (e2,), loud):
