@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .records import record
+
 
 @dataclass(frozen=True, order=True)
 class Span:
@@ -21,13 +23,13 @@ class Span:
         return f"{self.file}:{self.line}:{self.col}"
 
 
-@dataclass(frozen=True)
+@record
 class Note:
     message: str
     span: Span | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Diagnostic:
     severity: str  # "error" | "warning"
     code: str

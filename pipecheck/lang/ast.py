@@ -1,13 +1,14 @@
-"""The syntax tree of a .pipe file: frozen dataclasses built by `parse`.
+"""The syntax tree of a .pipe file: frozen records (core/records.py) built by `parse`.
 
 Every node carries a `span` that takes no part in equality, so two specs that say the
 same thing compare equal wherever they were written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..core.diagnostics import Span
+from ..core.records import record
 
 NOSPAN = Span("<builtin>", 0, 0)
 
@@ -19,46 +20,46 @@ def _span() -> Span:
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(frozen=True)
+@record
 class Num:
     value: int
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Bool:
     value: bool
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Name:
     id: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Attr:
     obj: "Expr"
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Index:
     obj: "Expr"
     index: "Expr"
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Unary:
     op: str  # "-" | "!"
     operand: "Expr"
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Binary:
     op: str
     left: "Expr"
@@ -66,7 +67,7 @@ class Binary:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Ternary:
     cond: "Expr"
     then: "Expr"
@@ -74,7 +75,7 @@ class Ternary:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Call:
     func: str
     args: tuple["Expr", ...]
@@ -84,7 +85,7 @@ class Call:
 Expr = Num | Bool | Name | Attr | Index | Unary | Binary | Ternary | Call
 
 
-@dataclass(frozen=True)
+@record
 class Ref:
     """A barrier or buffer element: `full[st.index]`, `D[t % 2]`, `A`."""
 
@@ -96,14 +97,14 @@ class Ref:
 # ---------------------------------------------------------------- statements
 
 
-@dataclass(frozen=True)
+@record
 class Let:
     name: str
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Choose:
     name: str
     lo: Expr | None
@@ -111,7 +112,7 @@ class Choose:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class RingDecl:
     name: str
     stages: Expr
@@ -119,13 +120,13 @@ class RingDecl:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Advance:
     ring: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class For:
     var: str
     lo: Expr
@@ -134,7 +135,7 @@ class For:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class If:
     cond: Expr
     then: tuple["Stmt", ...]
@@ -142,7 +143,7 @@ class If:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Wait:
     barrier: Ref
     parity: Expr
@@ -150,7 +151,7 @@ class Wait:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Arrive:
     barrier: Ref
     count: Expr | None
@@ -159,7 +160,7 @@ class Arrive:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class ExpectTx:
     barrier: Ref
     bytes: Expr
@@ -167,7 +168,7 @@ class ExpectTx:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class CompleteTx:
     barrier: Ref
     bytes: Expr
@@ -175,14 +176,14 @@ class CompleteTx:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class ArriveDrop:
     barrier: Ref
     count: Expr | None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class TmaLoad:
     buffer: Ref
     tile: Expr
@@ -196,7 +197,7 @@ class TmaLoad:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class TmaStore:
     buffer: Ref
     tile: Expr | None
@@ -206,28 +207,28 @@ class TmaStore:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Read:
     buffer: Ref
     tile: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Write:
     buffer: Ref
     tile: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Operand:
     buffer: Ref
     tile: Expr | None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class MmaAsync:
     operands: tuple[Operand, ...]
     out: Operand | None = None  # `into ACC[j] tile t`: the accumulator it writes (tcgen05 TMEM)
@@ -236,55 +237,55 @@ class MmaAsync:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class MmaWait:
     pending: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class MmaCommit:
     barrier: Ref
     multicast: Expr | None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class CpAsync:
     buffer: Ref
     tile: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class CpAsyncArrive:
     barrier: Ref
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class CommitGroup:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class WaitGroup:
     pending: Expr
     read_only: bool
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class FenceProxyAsync:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class FenceBarrierInit:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Tcgen05:
     """A tcgen05 statement without operands (sm_100): `before_thread_sync` / `after_thread_sync` (the
     tcgen05.fence forms), `alloc` / `dealloc` / `relinquish` (the CTA's tensor memory)."""
@@ -293,7 +294,7 @@ class Tcgen05:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class SetMaxNReg:
     """`setmaxnreg inc|dec N` (setmaxnreg.sync.aligned): a warpgroup collective."""
 
@@ -302,23 +303,23 @@ class SetMaxNReg:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class SyncWarp:
     mask: Expr | None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class SyncThreads:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class ClusterSync:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class BarSync:
     id: Expr
     count: Expr
@@ -326,7 +327,7 @@ class BarSync:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Init:
     barrier: Ref
     count: Expr
@@ -334,24 +335,24 @@ class Init:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Inval:
     barrier: Ref
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Exit:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Break:
     """`break`: leaves the innermost `for` (a tile loop driven by cluster launch control's answer)."""
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class TryCancel:
     """`try_cancel R[i] tile n barrier b [multicast]`: clusterlaunchcontrol.try_cancel (PTX ISA 9.7.13.17)."""
     buffer: Ref
@@ -361,7 +362,7 @@ class TryCancel:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class QueryCancel:
     """`let v = query_cancel R[i] tile n`: reads the response, v = clusterlaunchcontrol.query_cancel.is_canceled."""
     name: str
@@ -370,14 +371,14 @@ class QueryCancel:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Clc:
     """`clc N` (kernel item): cluster launch control may hand this cluster up to N more clusters' work."""
     count: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class CallStmt:
     proc: str
     args: tuple[Expr, ...]
@@ -395,13 +396,13 @@ Stmt = (
 # ---------------------------------------------------------------- declarations
 
 
-@dataclass(frozen=True)
+@record
 class Arch:
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Param:
     name: str
     default: Expr
@@ -410,14 +411,14 @@ class Param:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Const:
     name: str
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Smem:
     name: str
     dims: tuple[Expr, ...]
@@ -427,7 +428,7 @@ class Smem:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class MBarrier:
     name: str
     dims: tuple[Expr, ...]
@@ -436,13 +437,13 @@ class MBarrier:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Cluster:
     dims: tuple[Expr, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Role:
     name: str
     dims: tuple[Expr, ...]
@@ -452,7 +453,7 @@ class Role:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class KChoose:
     name: str
     dims: tuple[Expr, ...]
@@ -461,21 +462,21 @@ class KChoose:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class TensorMapField:
     name: str
     value: Expr | tuple[Expr, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class TensorMap:
     name: str
     fields: tuple[TensorMapField, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Proc:
     name: str
     params: tuple[str, ...]
@@ -483,7 +484,7 @@ class Proc:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class Import:
     path: str
     span: Span = _span()
@@ -492,14 +493,14 @@ class Import:
 KItem = Arch | Param | Const | Smem | MBarrier | Cluster | Role | KChoose | TensorMap | Proc
 
 
-@dataclass(frozen=True)
+@record
 class Kernel:
     name: str
     items: tuple[KItem, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record
 class SpecFile:
     path: str
     imports: tuple[Import, ...]

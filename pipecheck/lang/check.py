@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
 from ..core.diagnostics import Diagnostic, Note, Span, SpecError, error
+from ..core.records import record
 from ..core.words import did_you_mean
 from ..model.kernel import BarrierDecl, BufferDecl
 from . import ast as A
@@ -32,7 +33,7 @@ MAX_BLOCKS = 50  # blocks nested in a role after inlining: what one file may hol
 SHAPE_THREADS = {"thread": 1, "warp": 32, "warpgroup": 128, "threads": 1, "warps": 32, "warpgroups": 128}
 
 
-@dataclass(frozen=True)
+@record
 class ParamInfo:
     name: str
     value: int
@@ -42,7 +43,7 @@ class ParamInfo:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class KChooseDecl:
     name: str
     dims: tuple[int, ...]
@@ -51,7 +52,7 @@ class KChooseDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Inlined:
     """The body of a procedure call, kept as a unit so reports can name the call site."""
 
@@ -60,7 +61,7 @@ class Inlined:
     span: Span = field(compare=False, hash=False, repr=False)
 
 
-@dataclass(frozen=True)
+@record
 class RoleDecl:
     name: str
     instances: int
@@ -70,7 +71,7 @@ class RoleDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class TensorMapDecl:
     name: str
     fields: Mapping[str, object]
@@ -78,7 +79,7 @@ class TensorMapDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class CheckedKernel:
     name: str
     file: str

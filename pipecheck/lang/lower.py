@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..core.diagnostics import Span, SpecError, error, source_lines
+from ..core.records import record
 from ..model.ir import (T5_AFTER, T5_BEFORE, TMEM_ALLOC, TMEM_DEALLOC, TMEM_RELINQUISH, ADVANCE, ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP,
                         COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, END, EXPECT_TX, FENCE_INIT, FENCE_PROXY, INIT, INVAL,
                         JUMP, LET, MMA, MMA_COMMIT, MMA_WAIT, READ, RING, SIGNALLING_OPS, TMA_LOAD, TMA_STORE, WAIT,
@@ -366,7 +367,7 @@ def resolve_roles(kernel: CheckedKernel, sources: Mapping[str, str], lockstep: b
 # ---------------------------------------------------------------- specialisation
 
 
-@dataclass(frozen=True)
+@record
 class Ident:
     cta: int
     role: int

@@ -5,10 +5,12 @@ reports turn them into diagnostics, timelines and sentences.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     code: str
     message: str

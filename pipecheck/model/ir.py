@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.diagnostics import Span
+from ..core.records import record
 
 
 # C integer arithmetic: division truncates toward zero, the remainder takes the dividend's sign
@@ -25,23 +26,23 @@ def c_mod(a: int, b: int) -> int:
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(frozen=True)
+@record
 class RConst:
     value: int
 
 
-@dataclass(frozen=True)
+@record
 class RVar:
     slot: int
     name: str
 
 
-@dataclass(frozen=True)
+@record
 class RBuiltin:
     name: str  # lane | warp | thread | instance | cta | cta_x | cta_y | warpgroup
 
 
-@dataclass(frozen=True)
+@record
 class RElect:
     """The value of `elect(mask)` at one site: true on the elected lane."""
 
@@ -49,7 +50,7 @@ class RElect:
     site: int
 
 
-@dataclass(frozen=True)
+@record
 class RRing:
     slot: int
     name: str
@@ -58,7 +59,7 @@ class RRing:
     attr: str  # index | phase | count
 
 
-@dataclass(frozen=True)
+@record
 class RChoice:
     """A kernel-scope `choose` element: fixed by the configuration."""
 
@@ -66,7 +67,7 @@ class RChoice:
     index: tuple["RExpr", ...]
 
 
-@dataclass(frozen=True)
+@record
 class ROp:
     op: str  # unary "-" "!"; binary operators; "?:"; "min"; "max"; "chk" (cond, value, PTX line: ir._chk)
     args: tuple["RExpr", ...]
@@ -205,7 +206,7 @@ def expr_text(e: RExpr) -> str:
 # ---------------------------------------------------------------- instructions
 
 
-@dataclass(frozen=True)
+@record
 class RRef:
     """A barrier or buffer element, resolved to its declaration; `cta` None is the thread's own."""
 
@@ -214,7 +215,7 @@ class RRef:
     cta: RExpr | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Site:
     """Where an instruction comes from: its statement, and the procedure calls that led there."""
 
@@ -249,7 +250,7 @@ SIGNALLING_OPS = frozenset({ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOA
                             FENCE_INIT, TMEM_ALLOC, TMEM_DEALLOC})
 
 
-@dataclass(frozen=True)
+@record
 class Instr:
     op: str
     args: tuple = ()

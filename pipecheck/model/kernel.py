@@ -4,17 +4,18 @@ shape and the arch. Each front end (.pipe, PTX) provides it in its own terms.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+
 from typing import Protocol
 
 from ..core.diagnostics import Span
+from ..core.records import record
 
 
 # the kernel choice of cluster launch control (`clc N`, or the PTX front end's 0..2): how many clusters' work a
 # cluster takes over
 CLC_CHOICE = "clc"
 
-@dataclass(frozen=True)
+@record
 class BufferDecl:
     name: str
     dims: tuple[int, ...]
@@ -37,7 +38,7 @@ class BufferDecl:
         return n
 
 
-@dataclass(frozen=True)
+@record
 class BarrierDecl:
     name: str
     dims: tuple[int, ...]

@@ -4,8 +4,9 @@ choices). This is what every front end lowers to and what the model executes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..core.records import record
 from ..core.words import ranges
 from .ir import Program
 from .kernel import KernelShape
@@ -13,8 +14,7 @@ from .kernel import KernelShape
 FULL_MASK = 0xFFFFFFFF
 
 
-
-@dataclass(frozen=True)
+@record
 class Config:
     """Everything fixed for one exploration besides parameters: elected lanes, kernel choices."""
 
@@ -41,7 +41,7 @@ def lowest_lane(mask: int) -> int:
     return 0
 
 
-@dataclass(frozen=True)
+@record
 class ThreadClass:
     id: int
     cta: int

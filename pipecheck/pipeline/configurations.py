@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..core.diagnostics import error
+from ..core.records import record
 from ..lang.check import CheckedKernel
 from ..lang.lower import RoleCode, build_classes, signature_nodes
 from ..model.ir import Site
@@ -23,7 +24,7 @@ from ..symbolic.classes import LanePartition, elect_orbits, lane_partition
 MAX_CONFIGS = 1024  # configurations per parameter point; each builds its thread classes (docs/errors.md)
 
 
-@dataclass(frozen=True)
+@record
 class ElectSite:
     mask: int
     line: int

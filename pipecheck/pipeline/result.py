@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Diagnostic, Span, SpecError, error
+from ..core.records import record
 from ..lang.check import CheckedKernel
 from ..model.findings import Finding
 from ..model.ir import EvalError, Site
@@ -20,7 +21,7 @@ VERDICTS = ("verified", "findings", "inconclusive")
 EXIT_CODES = {"verified": 0, "findings": 1, "inconclusive": 3}
 
 
-@dataclass(frozen=True)
+@record
 class Options:
     overrides: tuple[tuple[str, int], ...] = ()
     elect: str = "any"  # "any": every lane PTX allows; "lowest": the H200's observed choice

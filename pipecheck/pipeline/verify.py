@@ -27,7 +27,6 @@ from ..symbolic.terms import Point
 from . import causes
 from .configurations import ElectSite, config_classes, elect_sites
 from . import limits as watch
-from .every import verify_every
 from .result import Issue, Options, Result, Run, spec_error
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")  # pipeline.ptx.PTX_SUFFIXES (tests/test_census.py checks they agree)
@@ -73,6 +72,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
         from .ptx import verify_ptx  # only then: it is a fifth of the start-up of a .pipe run)
         return verify_ptx(path, options, progress)
     if options.every is not None:
+        from .every import verify_every  # the loop-offset search (search/loop_offset.py): only for --every
         return verify_every(path, options, progress, ordinary=verify_file)
     start = time.perf_counter()
     if reuse is not None:

@@ -4,15 +4,16 @@ launch shape and the parameter bytes, so that the front end checks the kernel at
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+
 from pathlib import Path
 
 from ..core.diagnostics import Span, error
+from ..core.records import record
 
 LAUNCH_SCHEMA = "pipecheck-launch/1"
 
 
-@dataclass(frozen=True)
+@record
 class Launch:
     """One recorded launch: what `pipecheck verify DIR/launch-K.json` reads."""
 

@@ -10,6 +10,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from ..core.records import record
+
 
 class TransitionSystem(Protocol):
     def initial(self) -> Any: ...
@@ -20,7 +22,7 @@ class TransitionSystem(Protocol):
 CHECK_INTERVAL = 0.05  # seconds between checks of --timeout and --max-memory
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     max_states: int | None = None
     timeout: float | None = None

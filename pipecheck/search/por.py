@@ -14,6 +14,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from ..core.records import record
+
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
 # "k" keyed write (third element the value written: writes of the same value commute),
 # "c" counted (an arrival of `amount`, third element; a fourth, the bytes it expects; a fifth, the
@@ -33,7 +35,7 @@ _SILENT, _COUNTED, _BALANCED, _LOUD = 0, 1, 2, 3
 NEVER: tuple[tuple[Any, int], ...] = ((("never",), 1),)  # needs of an op nothing can enable (nobody provides it)
 
 
-@dataclass(frozen=True)
+@record
 class Op:
     footprint: Footprint
     provides: tuple[tuple[Any, int], ...] = ()
@@ -54,7 +56,7 @@ class Op:
         object.__setattr__(self, "all_footprint", self.footprint + tuple(e for sp in self.spawns for e in sp.footprint))
 
 
-@dataclass(frozen=True)
+@record
 class Shape:
     """A process's operations as the reduction walks them: runs of operations that start at one
     that may block (`segs`: first op, end op, what the run provides) and, per object, the

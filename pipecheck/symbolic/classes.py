@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import z3
 
+from ..core.records import record
 from ..lang import ast as A
 from ..lang.check import CheckedKernel, Inlined
 from ..lang.lower import RoleCode, signature_nodes
@@ -35,7 +36,7 @@ class ElectSiteLike(Protocol):
 # ---------------------------------------------------------------- elected lanes
 
 
-@dataclass(frozen=True)
+@record
 class LaneClass:
     """Lanes that are interchangeable: elected or not, they run the same code in every warp."""
 
@@ -204,7 +205,7 @@ def elect_orbits(partition: LanePartition, masks: Sequence[int]) -> list[tuple[t
 # ---------------------------------------------------------------- parameter regions
 
 
-@dataclass(frozen=True)
+@record
 class Predicate:
     """A comparison of parameters the spec branches on."""
 

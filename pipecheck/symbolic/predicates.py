@@ -7,9 +7,11 @@ bounded: atoms in a fixed order, smaller formulas first, at most BUDGET combinat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+
 from itertools import combinations
 from typing import Sequence
+
+from ..core.records import record
 
 MAX_ATOMS = 3
 BUDGET = 400_000  # combinations of atoms tried in all (each is a few integer operations on bitsets)
@@ -17,7 +19,7 @@ WIDE = 160  # atoms considered for formulas of two atoms
 NARROW = 48  # and of three
 
 
-@dataclass(frozen=True)
+@record
 class Atom:
     text: str
     mask: int  # bit i: the atom holds at point i

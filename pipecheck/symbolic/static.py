@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Sequence
 import z3
 
 from ..core.diagnostics import Diagnostic, Note, Span
+from ..core.records import record
 from ..lang import ast as A
 from ..lang.check import ARCHES, MAX_ARRIVAL_COUNT, MAX_TX, CheckedKernel, Inlined
 from ..model.ir import (ADVANCE, ARRIVE, BRANCH, CHOOSE, COMPLETE_TX, END, EXPECT_TX, JUMP, LET, RING, TMA_LOAD, Instr,
@@ -388,7 +389,7 @@ def _ranges(ctx: _Ctx, kernel: A.Kernel, maps: Mapping[str, A.TensorMap]) -> Non
 # ---------------------------------------------------------------- byte accounting per barrier phase
 
 
-@dataclass(frozen=True)
+@record
 class TxIssue:
     """One static finding of one configuration: (code, site) is its identity across configurations."""
 

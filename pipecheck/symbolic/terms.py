@@ -6,12 +6,13 @@ and lowered expressions with C semantics (division toward zero, booleans as 0/1)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+
 from typing import Callable, Iterator, Mapping
 
 import z3
 
 from ..core.diagnostics import SpecError, error
+from ..core.records import record
 from ..lang import ast as A
 from ..lang.check import CheckedKernel
 from ..lang.consts import eval_const
@@ -172,7 +173,7 @@ def mentions_only(e: A.Expr, names: Mapping[str, object]) -> bool:
 # ---------------------------------------------------------------- the parameter space
 
 
-@dataclass(frozen=True)
+@record
 class SpaceParam:
     name: str
     var: z3.ArithRef
