@@ -747,25 +747,41 @@ def lane_profile(kernel: CheckedKernel, codes: list[RoleCode], mask: int, lane: 
     return tuple(out)
 
 
-def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, elect_lowest: bool) -> list[ThreadClass]:
+def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, elect_lowest: bool,
+                  memo: dict | None = None) -> list[ThreadClass]:
+    """The thread classes of one configuration. `memo`: kept by the caller across the configurations of one
+    kernel and codes (`pipeline.configurations.config_classes`): a thread's program reads the configuration only
+    through whether its lane is the one each `elect` mask picks and through the kernel choices (`_Specialiser.peval`),
+    so it is kept per thread and what it reads."""
     classes: list[ThreadClass] = []
+    memo = {} if memo is None else memo
     cx = kernel.cluster[0]
     cy = kernel.cluster[1] if len(kernel.cluster) > 1 else 1
     wgmma = kernel.arch.startswith("sm_90")
     for cta in range(kernel.cluster_size):
         for code in codes:
             role = kernel.roles[code.role_index]
-            nodes = signature_nodes(code)
+            nodes = memo.get(("nodes", code.role_index))
+            if nodes is None:
+                nodes = memo[("nodes", code.role_index)] = signature_nodes(code)
+            picked = [config.elected(m, elect_lowest) for m in sorted(code.elect_masks)]
             for inst in range(role.instances):
                 groups: dict[Program, list[int]] = {}
                 by_sig: dict[tuple, Program] = {}
                 for t in range(role.threads):
-                    ident = Ident(cta, code.role_index, inst, t, cta % cx, (cta // cx) % cy)
-                    sp = _Specialiser(ident, config, elect_lowest, kernel, code.ghosts)
-                    sig = tuple(sp.peval(n, -1) for n in nodes)
-                    prog = by_sig.get(sig)
+                    key = (code.role_index, cta, inst, t, tuple(t % 32 == lane for lane in picked), config.choices)
+                    prog = memo.get(key)
                     if prog is None:
-                        prog = by_sig[sig] = specialise(code, ident, config, elect_lowest, kernel)
+                        ident = Ident(cta, code.role_index, inst, t, cta % cx, (cta // cx) % cy)
+                        sp = _Specialiser(ident, config, elect_lowest, kernel, code.ghosts)
+                        sig = tuple(sp.peval(n, -1) for n in nodes)
+                        prog = by_sig.get(sig)
+                        if prog is None:
+                            prog = specialise(code, ident, config, elect_lowest, kernel)
+                            # one object per distinct program over the configurations: dicts keyed by
+                            # programs then compare them by identity
+                            prog = by_sig[sig] = memo.setdefault(("program", prog), prog)
+                        memo[key] = prog
                     groups.setdefault(prog, []).append(t)
                 for prog, members in sorted(groups.items(), key=lambda kv: kv[1][0]):
                     signalling = any(i.op in SIGNALLING_OPS or (i.op == MMA and not wgmma) for i in prog.instrs)

@@ -10,6 +10,7 @@ shows it.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass
 
 from ..core.diagnostics import error
@@ -114,7 +115,8 @@ def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
     for _, vals in choices:
         total *= len(vals)
     cache = {} if cache is None else cache
-    groups: dict[tuple, ConfigClass] = {}
+    groups: dict[frozenset, ConfigClass] = {}
+    programs: dict = {}  # per thread and what its program reads of a configuration (`build_classes`)
     explored = 0
     for vals in itertools.product(*[v for _, v in choices]):
         chosen = tuple((name, v) for (name, _), v in zip(choices, vals))
@@ -137,13 +139,24 @@ def config_classes(kernel: CheckedKernel, codes: list[RoleCode], elect: str,
         for rep, picks in orbits:
             cfg = Config(tuple(zip(masks, rep)), chosen)
             members = [Config(tuple(zip(masks, pick)), chosen) for pick in picks]
-            classes = build_classes(kernel, codes, cfg, elect == "lowest")
-            key = tuple(cl.shape_key() for cl in classes)
+            classes = build_classes(kernel, codes, cfg, elect == "lowest", programs)
+            key = class_multiset(classes)
             if key in groups:
                 groups[key].members.extend(members)
             else:
                 groups[key] = ConfigClass(cfg, members, classes, partition)
     return list(groups.values())
+
+
+def class_multiset(classes: list[ThreadClass]) -> frozenset:
+    """What a configuration's exploration depends on: its thread classes' shapes, in any order.
+
+    The model reads a class only through its shape (`ThreadClass.shape_key`) and treats the classes alike
+    whatever their order, so two configurations whose classes pair up shape for shape have isomorphic state
+    graphs: electing lane 2 or lane 3 of a warp whose lanes 0 and 1 also stand apart lists the elected
+    lane's class before or after the other lanes' (classes are ordered by their lowest member), and is
+    one exploration."""
+    return frozenset(Counter(cl.shape_key() for cl in classes).items())
 
 
 def _partition(kernel: CheckedKernel, codes: list[RoleCode], masks: list[int], chosen: dict, cache: dict) -> LanePartition:

@@ -25,7 +25,7 @@ from ..search.por import Reduced
 from ..search.symmetry import Symmetric
 from ..search.visited import Interner
 from . import causes
-from .configurations import ConfigClass, ElectSite, describe
+from .configurations import ConfigClass, ElectSite, class_multiset, describe
 from .result import Issue, Options, Result, Run, spec_error
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")
@@ -221,10 +221,10 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
     prog.regions = find_regions(prog, configs)
     kernel = kernel_of(prog)
     esites = _elect_sites(prog)
-    groups: dict[tuple, ConfigClass] = {}
+    groups: dict[frozenset, ConfigClass] = {}
     for cfg in configs:
         classes = classes_for(prog, cfg, options.lockstep)
-        key = tuple(cl.shape_key() for cl in classes)
+        key = class_multiset(classes)  # classes that pair up in another order: one exploration
         if key in groups:
             groups[key].members.append(cfg)
         else:
