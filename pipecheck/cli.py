@@ -15,6 +15,7 @@ from .core.version import __version__
 from .pipeline.result import Options, Result
 from .pipeline.limits import LimitReached
 from .pipeline.verify import load_checked, verify_file
+from .pipeline.workers import available
 from .search.explore import Limits
 
 EXIT_VERIFIED, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -139,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--timeout", type=_seconds, default=None, help="stop (exit 3) after this many seconds")
     v.add_argument("--max-memory", type=_positive_int, default=None, metavar="MB",
                    help="stop (exit 3) above this resident memory")
+    v.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
+                   help="explore up to N configuration classes at once, each in its own process (default: the CPUs "
+                        "this process may use, or 1 with --max-memory, which holds per process); the report is the "
+                        "same for every N")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--cause-budget", type=_non_negative_int, default=2_000, metavar="STATES",
@@ -488,6 +493,7 @@ def _verify(args, stdout: TextIO, stderr: TextIO) -> int:
         all_params=args.all_params, ranges=ranges, engine=args.engine, depth=args.depth, every=args.every,
         entry=args.entry, block=args.block, cluster=args.cluster, grid=args.grid, nvcc_flags=tuple(args.nvcc_flags),
         cause_budget=args.cause_budget, fail_on=args.fail_on, stats=args.stats,
+        jobs=args.jobs if args.jobs is not None else 1 if args.max_memory is not None else available(),
     )
     out = stdout
     if args.output:

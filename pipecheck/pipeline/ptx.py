@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable
 
 from ..core.diagnostics import Span, SpecError, error
@@ -19,14 +20,12 @@ from ..ptx.frontend import (LaunchOptions, PtxProgram, classes_for, configuratio
                             parse_entry, program_at)
 from ..ptx.launch import is_launch_file, read_launch
 from ..ptx.nvcc import compile_cuda
-from ..search.explore import Found, explore
-from ..search.footprints import Footprints
-from ..search.por import Reduced
+from ..search.explore import Found
 from ..search.symmetry import Symmetric
-from ..search.visited import Interner
 from . import causes
 from .configurations import ConfigClass, ElectSite, class_multiset, describe
 from .result import Issue, Options, Result, Run, spec_error
+from .searches import CauseBudget, Search, limits_now, reduced_system, run_in_order
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")
 
@@ -232,34 +231,36 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
     cclasses = list(groups.values())
     runs: list[Run] = []
     stopped = None
-    past_left = causes.TOTAL  # states left for the runs past first findings, over all classes (causes.py)
+    budget = CauseBudget(options.limits.stop_at_first, options.cause_budget)  # states past first findings (causes.py)
+    built: list[tuple[ConfigClass, Model, object]] = []
     for cc in cclasses if options.explore else ():  # `pipecheck check`: read, evaluated and lowered only
-        limits = options.limits
-        if limits.timeout is not None:
-            left = limits.timeout - (time.perf_counter() - start)
-            if left <= 0:
-                stopped = "timeout"
-                break
-            limits = replace(limits, timeout=left)
         classes = cc.classes if options.counter == "classes" else split_classes(kernel, cc.classes, options.counter)
         try:
             model = Model(kernel, classes, prog.sites, options.lockstep, ordered_stores=options.reduce)
-            base = model
-            if options.symmetry:
-                sym = Symmetric(model)
-                base = sym if sym.active else model
-            system = Reduced(base, Footprints(model)) if options.reduce else base
-            if limits.stop_at_first and options.cause_budget > 0 and past_left > 0:
-                # past the first finding, within a budget of states: the cause and its consequences
-                limits = replace(limits, after_first=min(past_left, options.cause_budget))
-            exp = explore(system, limits, progress, Interner(options.stats) if options.compact else None)
-            past_left -= exp.extra.get("after_first", 0)
         except EvalError as exc:
             raise spec_error(exc, prog.sites) from None
-        runs.append(Run(cc, model, exp, (), base))
-        if exp.stopped and exp.stopped != "first-finding":
-            stopped = exp.stopped
-            break
+        base = model
+        if options.symmetry:
+            sym = Symmetric(model)
+            base = sym if sym.active else model
+        built.append((cc, model, base))
+    results = run_in_order([Search(partial(reduced_system, model, base, options), partial(limits_now, options.limits, start))
+                            for _, model, base in built], budget, options.jobs, progress)
+    try:
+        for cc, model, base in built:
+            if options.limits.timeout is not None and time.perf_counter() - start >= options.limits.timeout:
+                stopped = "timeout"
+                break
+            try:
+                exp = next(results)
+            except EvalError as exc:
+                raise spec_error(exc, prog.sites) from None
+            runs.append(Run(cc, model, exp, (), base))
+            if exp.stopped and exp.stopped != "first-finding":
+                stopped = exp.stopped
+                break
+    finally:
+        results.close()
     issues = _collect(runs, configs, esites)
     causes.mark_latent(issues)
     if issues:

@@ -51,6 +51,9 @@ class Options:
     # states explored past the first finding of a configuration, also past the transitions that raised
     # findings, to find its cause and consequences (pipeline/causes.py); 0: stop at the first finding
     cause_budget: int = 2_000
+    # processes for the configuration classes of one parameter point (pipeline/searches.py): the result is the
+    # same for every number; the CLI's default is the CPUs it may use
+    jobs: int = 1
     fail_on: str = "latent"  # which findings make `verify` exit 1: "error", "latent" (errors too), "any" (warnings too)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Callable, Mapping
 
 from ..core.diagnostics import Diagnostic, SpecError
@@ -17,17 +18,15 @@ from ..model.ir import EvalError
 from ..ptx.launch import is_launch_file
 from ..model.system import Model
 from ..model.threads import Config, lowest_lane, split_classes
-from ..search.explore import Exploration, Found, explore
-from ..search.footprints import Footprints
-from ..search.por import Reduced
+from ..search.explore import Exploration, Found
 from ..search.symmetry import Symmetric
-from ..search.visited import Interner
 from ..symbolic import static, sweep
 from ..symbolic.terms import Point
 from . import causes
-from .configurations import ElectSite, config_classes, elect_sites
+from .configurations import ConfigClass, ElectSite, config_classes, elect_sites
 from . import limits as watch
 from .result import Issue, Options, Result, Run, spec_error
+from .searches import CauseBudget, Search, limits_now, reduced_system, run_in_order
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")  # pipeline.ptx.PTX_SUFFIXES (tests/test_census.py checks they agree)
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
@@ -98,7 +97,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     invalid: list[Diagnostic] = []
     explored: dict[tuple, tuple[Model, Exploration, object]] = {}
     lane_cache: dict = {}
-    past_left = causes.TOTAL  # states left for the runs past first findings (causes.py)
+    budget = CauseBudget(options.limits.stop_at_first, options.cause_budget)  # states past first findings (causes.py)
     t_classes = t_static = 0.0
     for n, point in enumerate(plan.points, 1):
         if watch.tripped():  # a limit passed between phases (with a finding in hand, the watch waits for this)
@@ -128,51 +127,63 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
         universe[point] = [cfg for cc in cclasses for cfg in cc.members]
         partitions[point] = next((cc.partition for cc in cclasses if cc.partition is not None), None)
         expected += len(cclasses)
+        # each configuration class's exploration key, and for the first of each key not explored before, its
+        # model (built here, in order) and its search; a model that cannot be built ends the list there
+        plans: list[tuple[ConfigClass, tuple, object]] = []
+        todo: list[Search] = []
         for cc in cclasses if options.explore and not stopped else ():
-            limits = options.limits
-            if limits.timeout is not None:
-                left = limits.timeout - (time.perf_counter() - start)
-                if left <= 0:
-                    stopped = "timeout"
-                    break
-                limits = replace(limits, timeout=left)
             classes = cc.classes if options.counter == "classes" else split_classes(k, cc.classes, options.counter)
             key = sweep.exploration_key(k, classes)
+            if key in explored or any(key == p[1] for p in plans):  # equal keys explore the same graph: once is enough
+                plans.append((cc, key, None))
+                continue
             try:
-                if key not in explored:  # equal keys explore the same graph: once is enough
-                    watch.phase("model building", at)
-                    model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
-                    base = model
-                    if options.symmetry:
-                        sym = Symmetric(model)
-                        base = sym if sym.active else model
-                    if options.engine == "bmc":
-                        from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
-                        bmc.refuse_unmodelled(model, psites)
-                        watch.phase("bmc", at)
-                        explored[key] = (model, bmc.search(model, limits, options.depth), model)
-                    else:
-                        system = Reduced(base, Footprints(model)) if options.reduce else base
-                        encode = Interner(options.stats) if options.compact else None
-                        watch.phase("search", at)
-                        if limits.stop_at_first and options.cause_budget > 0 and past_left > 0:
-                            # past the first finding (and past every transition that raised one), within a budget
-                            # of states: the cause and the consequences of this configuration's failure
-                            limits = replace(limits, after_first=min(past_left, options.cause_budget))
-                        exp = explore(system, limits, progress, encode)
-                        past_left -= exp.extra.get("after_first", 0)
-                        explored[key] = (model, exp, base)
+                watch.phase("model building", at)
+                model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
             except EvalError as exc:
-                if not options.all_params:
-                    raise spec_error(exc, sites) from None
-                invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
+                plans.append((cc, key, exc))
                 break
-            model, exp, base = explored[key]
-            runs.append(Run(cc, model, exp, point, base))
-            if exp.found:
-                watch.found()
-            if exp.stopped and exp.stopped != "first-finding":
-                stopped = exp.stopped
+            base = model
+            if options.symmetry:
+                sym = Symmetric(model)
+                base = sym if sym.active else model
+            plans.append((cc, key, (model, base)))
+            if options.engine != "bmc":
+                todo.append(Search(partial(reduced_system, model, base, options),
+                                   partial(limits_now, options.limits, start)))
+        results = run_in_order(todo, budget, options.jobs, progress)
+        try:
+            for cc, key, built in plans:
+                if options.limits.timeout is not None and time.perf_counter() - start >= options.limits.timeout:
+                    stopped = "timeout"
+                    break
+                try:
+                    if isinstance(built, EvalError):
+                        raise built
+                    if built is not None:
+                        model, base = built
+                        if options.engine == "bmc":
+                            from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
+                            bmc.refuse_unmodelled(model, psites)
+                            watch.phase("bmc", at)
+                            explored[key] = (model, bmc.search(model, limits_now(options.limits, start),
+                                                                           options.depth), model)
+                        else:
+                            watch.phase("search", at)
+                            explored[key] = (model, next(results), base)
+                except EvalError as exc:
+                    if not options.all_params:
+                        raise spec_error(exc, sites) from None
+                    invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
+                    break
+                model, exp, base = explored[key]
+                runs.append(Run(cc, model, exp, point, base))
+                if exp.found:
+                    watch.found()
+                if exp.stopped and exp.stopped != "first-finding":
+                    stopped = exp.stopped
+        finally:
+            results.close()
     plan.seconds.update({"classes": t_classes, "byte-accounting": t_static})
     if stopped is not None:
         watch.wrap_up()  # a stopped run still collects and reports what it found

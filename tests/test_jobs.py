@@ -1,0 +1,70 @@
+"""--jobs: configuration classes explored in forked processes give the report of one process."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipecheck.pipeline import causes, workers
+from pipecheck.pipeline.result import Options
+from pipecheck.pipeline.verify import verify_file
+from pipecheck.search.explore import Limits
+from conftest import ROOT, cli
+
+needs_fork = pytest.mark.skipif(not workers.can_fork(), reason="no fork on this platform: --jobs runs one process")
+
+
+def _runs(result) -> list[tuple]:
+    return [(r.config, r.exploration.states, r.exploration.transitions, r.exploration.extra.get("after_first"),
+             [(f.finding.key, f.path) for f in r.exploration.found]) for r in result.runs]
+
+
+@needs_fork
+@pytest.mark.parametrize("spec", ["examples/bugs/clc_response_reuse.pipe", "examples/clc_scheduler.pipe",
+                                  "specs/cutlass_sm90_pingpong_bug_early_release.pipe"])
+def test_the_report_is_the_same_for_every_number_of_processes(spec):
+    outs = [cli("verify", str(ROOT / spec), "--format", "json", "--jobs", str(j)) for j in (1, 2, 3)]
+    assert outs[0][0] in (0, 1)
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+
+
+@needs_fork
+def test_a_cause_budget_the_earlier_configurations_spent_is_exact(monkeypatch):
+    """Three configurations, two with findings; the spec's budget past first findings runs out in the second,
+    so the third gets what is left. With two processes the third ran ahead with the budget of the start and
+    must be run again with the exact one."""
+    monkeypatch.setattr(causes, "TOTAL", 100)
+    path = str(ROOT / "examples/bugs/clc_response_reuse.pipe")
+    opts = [Options(jobs=j, cause_budget=60, limits=Limits(stop_at_first=True)) for j in (1, 2)]
+    one, two = (verify_file(path, o) for o in opts)
+    past = [r.exploration.extra.get("after_first") for r in one.runs]
+    assert past[0] is None and past[1] > 60 - 10 and past[2] < 60 - 10  # the third got the rest, not 60
+    assert _runs(two) == _runs(one)
+    assert [(i.code, i.condition, i.witness.path) for i in two.issues] == [(i.code, i.condition, i.witness.path)
+                                                                           for i in one.issues]
+
+
+@needs_fork
+def test_results_come_in_order_and_a_raise_in_its_turn():
+    calls = [lambda: 1, lambda: 2, lambda: (_ for _ in ()).throw(ValueError("third")), lambda: 4]
+    it = workers.in_order(calls, 2)
+    assert next(it) == 1 and next(it) == 2
+    with pytest.raises(ValueError, match="third"):
+        next(it)
+
+
+@needs_fork
+def test_a_process_that_dies_runs_its_call_here():
+    parent = os.getpid()
+
+    def dies_in_a_child():
+        if os.getpid() != parent:
+            os._exit(9)  # killed before it sends anything back
+        return "here"
+
+    assert list(workers.in_order([lambda: "first", dies_in_a_child, lambda: "third"], 3)) == ["first", "here", "third"]
+
+
+def test_one_process_runs_the_calls_here():
+    parent = os.getpid()
+    assert list(workers.in_order([os.getpid, os.getpid], 1)) == [parent, parent]
