@@ -463,7 +463,15 @@ def identity(prog: PtxProgram, cta: int, tid: int, config: Config) -> Identity:
 
 
 def class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[int, ...], ClassCode]]:
-    """(cta, warpgroup, member threads, code) for every class of the configuration, before resolution."""
+    """(cta, warpgroup, member threads, code) for every class of the configuration, before resolution; kept in
+    `prog.cache` (the regions, every configuration's classes and the defaults all ask for them)."""
+    hit = prog.cache.get(("class codes", config))
+    if hit is None:
+        hit = prog.cache[("class codes", config)] = _class_codes(prog, config)
+    return hit
+
+
+def _class_codes(prog: PtxProgram, config: Config) -> list[tuple[int, int, tuple[int, ...], ClassCode]]:
     T = prog.threads
     ncta = math.prod(prog.launch.cluster)
     groups: dict[tuple, list[int]] = {}
@@ -844,7 +852,9 @@ def classes_for(prog: PtxProgram, config: Config, lockstep: bool = False) -> lis
         key = ("prog", id(code), cta, ranges)
         program = prog.cache.get(key)
         if program is None:
-            program = prog.cache[key] = _resolve(prog, code, cta, ranges)
+            program = _resolve(prog, code, cta, ranges)
+            # one object per distinct program: the configurations' classes then compare by identity
+            program = prog.cache[key] = prog.cache.setdefault(("program", program), program)
         role_threads = min(128, T - 128 * wg)
         local = [t - 128 * wg for t in members]
         signalling = any(i.op in (ARRIVE, EXPECT_TX, COMPLETE_TX, ARRIVE_DROP, TMA_LOAD, WRITE, TMA_STORE, INIT, INVAL)

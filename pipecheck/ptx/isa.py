@@ -48,7 +48,8 @@ def mask(w: int) -> int:
     return (1 << w) - 1
 
 
-def _fold(op: str, vals: list[int]) -> int | None:
+def fold(op: str, vals: list[int]) -> int | None:
+    """The value of `op` on constants, or None where it has none (a division by zero, a shift past 64)."""
     try:
         if op == "+":
             return vals[0] + vals[1]
@@ -102,7 +103,7 @@ def _fold(op: str, vals: list[int]) -> int | None:
 def mk(op: str, *args: RExpr) -> RExpr:
     """An expression node, folded when its arguments are constants (and for a few identities)."""
     if all(isinstance(a, RConst) for a in args):
-        v = _fold(op, [a.value for a in args])  # type: ignore[union-attr]
+        v = fold(op, [a.value for a in args])  # type: ignore[union-attr]
         if v is not None:
             return RConst(v)
     if op == "?:" and isinstance(args[0], RConst):
@@ -307,7 +308,7 @@ def float_static(base: str, mods: tuple[str, ...], vals: list[int]) -> int | Non
             return None
         if math.isnan(a) or math.isnan(b):
             return int(c.endswith("u") or c == "ne")
-        return _fold(_FSETP[c], [a, b])  # type: ignore[list-item]
+        return fold(_FSETP[c], [a, b])  # type: ignore[list-item]
     w = FLOAT_TYPES.get(typ)
     if w not in (32, 64):
         return None

@@ -10,6 +10,7 @@ declared barriers and buffers once every class's addresses are known.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Span, SpecError, error
@@ -19,7 +20,7 @@ from ..model.ir import (ARRIVE, ARRIVE_DROP, BAR_ARRIVE, BRANCH, COLL, COLL_WAIT
 from . import syntax as X
 from .decode import ALU_K, BRANCH_K, EXIT_K, LOAD_K, PROTO_K, REFUSE_K, STORE_K  # noqa: F401
 from .evaluate import CTA, DYN, TID, Evaluation, Unknown, Value, operand_value
-from .isa import alu, mask, mk, setp_expr, type_of, width_of
+from .isa import alu, fold, mask, mk, setp_expr, type_of, width_of
 from .slice import Slice, protocol_reads
 
 FULL = 0xFFFFFFFF
@@ -69,12 +70,43 @@ def evaluate_for(e: RExpr, ident: Identity, memo: dict | None = None) -> int:
             return hit[1]
     assert isinstance(e, ROp)
     vals = [evaluate_for(a, ident, memo) for a in e.args]
-    c = mk(e.op, *(RConst(v) for v in vals))
-    if not isinstance(c, RConst):
-        raise ArithmeticError(f"cannot evaluate {e.op}")
+    v = fold(e.op, vals)  # what `mk` makes of constants, without building them
+    if v is None:
+        c = mk(e.op, *(RConst(x) for x in vals))
+        if not isinstance(c, RConst):
+            raise ArithmeticError(f"cannot evaluate {e.op}")
+        v = c.value
     if memo is not None:
-        memo[id(e)] = (e, c.value)
-    return c.value
+        memo[id(e)] = (e, v)
+    return v
+
+
+def evaluate_group(e: RExpr, threads: Sequence[int], idents: Mapping[int, Identity], memo: dict) -> list[int]:
+    """`evaluate_for` of each of `threads`, a node at a time: the same values for the same threads (every
+    argument is evaluated for the threads that evaluate the node, as there), each node visited once per group
+    rather than once per thread. `memo`: per node (by identity), its value per thread so far."""
+    if isinstance(e, RConst):
+        return [e.value] * len(threads)
+    if isinstance(e, RBuiltin):
+        return [idents[t].leaf(e) for t in threads]
+    have = memo.get(id(e))
+    if have is None:
+        have = memo[id(e)] = (e, {})  # the entry keeps `e` alive, so its id stays its own
+    known = have[1]
+    missing = [t for t in threads if t not in known]
+    if missing:
+        assert isinstance(e, ROp)
+        cols = [evaluate_group(a, missing, idents, memo) for a in e.args]
+        op = e.op
+        for t, vals in zip(missing, zip(*cols)):
+            v = fold(op, list(vals))
+            if v is None:
+                c = mk(op, *(RConst(x) for x in vals))
+                if not isinstance(c, RConst):
+                    raise ArithmeticError(f"cannot evaluate {op}")
+                v = c.value
+            known[t] = v
+    return [known[t] for t in threads]
 
 
 def leaves(e, out: set) -> set:
@@ -376,12 +408,12 @@ def partition(ev: Evaluation, sl: Slice, pl: Plan, threads: list[int], idents: d
     n = len(ops)
     sig: dict[int, list] = {t: [] for t in threads}
     events = 0
-    memo: dict[int, dict] = {t: {} for t in threads}
+    memo: dict = {}  # evaluate_group's: per node, its value per thread
     work: list[tuple[int, tuple[int, ...]]] = [(0, tuple(threads))]
     seen: set = set()
 
     def val(e, t):
-        return evaluate_for(e, idents[t], memo[t])
+        return evaluate_group(e, (t,), idents, memo)[0]
     while work:
         i, group = work.pop()
         while 0 <= i < n:
@@ -392,8 +424,8 @@ def partition(ev: Evaluation, sl: Slice, pl: Plan, threads: list[int], idents: d
             split = None
             for e in pl.uses.get(i, ()):
                 vals: dict[int, list[int]] = {}
-                for t in group:
-                    vals.setdefault(val(e, t), []).append(t)
+                for t, v in zip(group, evaluate_group(e, group, idents, memo)):
+                    vals.setdefault(v, []).append(t)
                 if len(vals) > 1:
                     split = list(vals.values())
                     break
