@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable
 
 from ..core.diagnostics import SpecError, error
@@ -18,7 +19,7 @@ from ..lang.lower import resolve_roles
 from ..model.ir import EvalError
 from ..model.ir import RVar
 from ..model.system import Model
-from ..search.explore import Exploration, explore
+from ..search.explore import Exploration
 from ..search.footprints import Footprints
 from ..search.loop_offset import Offset, Refused, bound_only, merge_tree, plan as offset_plan, refusal, symbolic_programs
 from ..search.por import Reduced
@@ -27,6 +28,7 @@ from ..search.visited import Interner
 from ..symbolic import sweep
 from .configurations import config_classes
 from .result import Options, Result, Run, spec_error
+from .searches import CauseBudget, Search, run_in_order
 
 
 @dataclass
@@ -40,6 +42,12 @@ class Every:
     codes: tuple[str, ...]  # what the folded exploration found (empty: verified for every K >= lo)
     witness_k: int | None = None  # the smallest K whose ordinary run has a finding
     stopped: str | None = None
+
+
+def _folded_system(model: Model, base: object, pl: object, options: Options) -> tuple[object, Interner | None]:
+    """What one folded search explores, built fresh (pipeline/searches.py)."""
+    folded = Offset(base, model, pl, Footprints(model))
+    return Reduced(folded) if options.reduce else folded, Interner(options.stats) if options.compact else None
 
 
 def verify_every(path: str, options: Options, progress: Callable | None, ordinary: Callable[..., Result]) -> Result:
@@ -96,6 +104,7 @@ def verify_every(path: str, options: Options, progress: Callable | None, ordinar
     found: list[str] = []
     runs = []
     stopped = None
+    built = []  # per configuration class: its model and folded system (refused here, in order, before any search)
     for a, b in zip(cca, ccb):
         try:
             progs = symbolic_programs([c.program for c in a.classes], [c.program for c in b.classes], ka, kb, name)
@@ -106,22 +115,30 @@ def verify_every(path: str, options: Options, progress: Callable | None, ordinar
             if options.symmetry:
                 sym = Symmetric(model)
                 base = sym if sym.active else model
-            folded = Offset(base, model, pl, Footprints(model))
+            built.append((a, model, base, pl, Offset(base, model, pl, Footprints(model))))
         except Refused as exc:
             raise refusal(exc, name, sites) from None
-        system = Reduced(folded) if options.reduce else folded
-        try:
-            exp: Exploration = explore(system, options.limits, progress, Interner(options.stats) if options.compact else None)
-        except EvalError as exc:
-            raise spec_error(exc, sites) from None
-        states += exp.states
-        for f in exp.found:
-            if f.finding.code not in found:
-                found.append(f.finding.code)
-        runs.append(Run(a, model, exp, (), folded))
-        if exp.stopped and exp.stopped != "first-finding":
-            stopped = exp.stopped
-            break
+    # the classes' folded searches, on --jobs processes (pipeline/searches.py; no cause budget: --every stops at
+    # its first finding and then runs the ordinary search at the smallest K)
+    searches = [Search(partial(_folded_system, model, base, pl, options), lambda: options.limits)
+                for _, model, base, pl, _ in built]
+    results = run_in_order(searches, CauseBudget(False, 0), options.jobs, progress)
+    try:
+        for a, model, base, _, folded in built:
+            try:
+                exp: Exploration = next(results)
+            except EvalError as exc:
+                raise spec_error(exc, sites) from None
+            states += exp.states
+            for f in exp.found:
+                if f.finding.code not in found:
+                    found.append(f.finding.code)
+            runs.append(Run(a, model, exp, (), folded))
+            if exp.stopped and exp.stopped != "first-finding":
+                stopped = exp.stopped
+                break
+    finally:
+        results.close()
     info = Every(name, lo, hi, states, tuple(found), None, stopped)
     if not found:
         # the checks over parameters and byte accounting (no exploration) still speak, at every value of K
