@@ -45,12 +45,11 @@ def test_a_cause_budget_the_earlier_configurations_spent_is_exact(monkeypatch):
 
 
 @needs_fork
-def test_results_come_in_order_and_a_raise_in_its_turn():
+def test_outcomes_come_in_order_and_a_raise_is_one_of_them():
     calls = [lambda: 1, lambda: 2, lambda: (_ for _ in ()).throw(ValueError("third")), lambda: 4]
-    it = workers.in_order(calls, 2)
-    assert next(it) == 1 and next(it) == 2
-    with pytest.raises(ValueError, match="third"):
-        next(it)
+    out = list(workers.in_order(iter(calls), 2))
+    assert [kind for kind, _ in out] == ["ok", "ok", "raise", "ok"]
+    assert out[0][1] == 1 and out[1][1] == 2 and out[3][1] == 4 and str(out[2][1]) == "third"
 
 
 @needs_fork
@@ -62,9 +61,39 @@ def test_a_process_that_dies_runs_its_call_here():
             os._exit(9)  # killed before it sends anything back
         return "here"
 
-    assert list(workers.in_order([lambda: "first", dies_in_a_child, lambda: "third"], 3)) == ["first", "here", "third"]
+    out = list(workers.in_order([lambda: "first", dies_in_a_child, lambda: "third"], 3))
+    assert out == [("ok", "first"), ("ok", "here"), ("ok", "third")]
 
 
 def test_one_process_runs_the_calls_here():
     parent = os.getpid()
-    assert list(workers.in_order([os.getpid, os.getpid], 1)) == [parent, parent]
+    assert list(workers.in_order([os.getpid, os.getpid], 1)) == [("ok", parent), ("ok", parent)]
+
+
+INVALID_POINTS = """
+kernel k {
+  param N = 2 in 1..4
+  mbarrier b[2] count 1
+  role p warp {
+    for i in 0 .. N {
+      if elect() { arrive b[i] }
+      wait b[i] parity 0
+    }
+  }
+}
+"""
+
+
+@needs_fork
+@pytest.mark.parametrize("args", [("examples/cluster_multicast.pipe", "--all-params"),
+                                  ("examples/bugs/wrong_parity.pipe", "--all-params", "--max-states", "60"),
+                                  ("INVALID", "--all-params")], ids=["sweep", "stopped-sweep", "invalid-points"])
+def test_a_sweep_is_the_same_for_every_number_of_processes(args, spec):
+    """The points of --all-params run ahead on the other processes: the same report, also where a limit stops
+    the sweep (the points after it are not explored) and where points fail in their searches (index out of
+    range at N >= 3, in both configurations of the point: the second is passed over)."""
+    path = str(spec(INVALID_POINTS)) if args[0] == "INVALID" else str(ROOT / args[0])
+    outs = [cli("verify", path, *args[1:], "--format", "json", "--jobs", str(j)) for j in (1, 2, 3)]
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+    if args[0] == "INVALID":
+        assert outs[0][0] == 1 and outs[0][1].count("out of range") == 2

@@ -84,6 +84,9 @@ class EvalError(Exception):
         self.site = site
         self.code = code  # the diagnostic's code: "value", or "rule" for a rule only a thread's CTA decides
 
+    def __reduce__(self):  # it crosses from a --jobs process with its site and code
+        return type(self), (str(self), self.site, self.code)
+
 
 class ValueFault(ArithmeticError):
     """A runtime arithmetic error in a spec expression; the model adds the statement's location."""

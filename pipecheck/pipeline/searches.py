@@ -1,6 +1,7 @@
-"""The searches of one parameter point, in order, on one process or several (--jobs).
+"""The searches of a run (its configuration classes, at each parameter point), in order, on one
+process or several (--jobs).
 
-`run_in_order` gives each search's `Exploration` in the order asked, the same whatever the
+`SearchResults` gives each search's `Exploration` in the order asked, the same whatever the
 number of processes. The one thing a search takes from those before it is the cause budget:
 the states it may explore past its first finding (Options.cause_budget for one search,
 causes.TOTAL over the spec, `CauseBudget`). Searches that run at once cannot know it, so
@@ -12,11 +13,11 @@ goes (search/por.py), so a fresh one is what makes a second run the first one's 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
-
-import time
 
 from ..search.explore import Exploration, Limits, explore
 from ..search.footprints import Footprints
@@ -80,25 +81,64 @@ def _same(exp: Exploration, ran: int, exact: int) -> bool:
     return 0 < exact and exp.extra.get("after_first", 0) <= exact
 
 
-def run_in_order(searches: Sequence[Search], budget: CauseBudget, jobs: int,
-                 progress: Callable | None) -> Iterator[Exploration]:
-    if jobs <= 1 or len(searches) <= 1 or not workers.can_fork():
-        for search in searches:
-            exp = _run(search, budget.now(), progress)
-            budget.spend(exp)
-            yield exp
-        return
-    ahead = budget.now()
-    results = workers.in_order([lambda s=s: _run(s, ahead, None) for s in searches], jobs)
-    try:
-        for search in searches:
-            exp = next(results)
-            exact = budget.now()
+class SearchResults:
+    """The explorations of `searches`, one `next()` each, in their order (the iterable may be lazy: it is read
+    a few searches ahead of the results with several processes, one at a time with one); `skip()` passes over
+    one that is no longer wanted. `close()` stops the processes still running."""
+
+    def __init__(self, searches: Iterable[Search], budget: CauseBudget, jobs: int, progress: Callable | None):
+        self._searches = iter(searches)
+        self._budget, self._progress = budget, progress
+        self._handed: deque[Search] = deque()  # searches given to the workers, in order
+        self._results = workers.in_order(self._calls(), jobs) if jobs > 1 and workers.can_fork() else None
+
+    def _calls(self) -> Iterator[Callable[[], tuple[Exploration, int]]]:
+        for search in self._searches:
+            self._handed.append(search)
+            ahead = self._budget.now()  # the budget left when it starts: exact unless an earlier one spends some
+            yield lambda s=search, ahead=ahead: (_run(s, ahead, None), ahead)
+
+    def next(self) -> Exploration:
+        """The next search's exploration (StopIteration when there is none)."""
+        if self._results is None:
+            exp = _run(next(self._searches), self._budget.now(), self._progress)
+        else:
+            kind, got = next(self._results)
+            search = self._handed.popleft()
+            if kind == "raise":
+                raise got
+            exp, ahead = got
+            exact = self._budget.now()
             if not _same(exp, ahead, exact):
-                exp = _run(search, exact, progress)
-            elif progress is not None:  # the live line shows the searches as they come in
-                progress(exp.states, exp.depth, exp.seconds)
-            budget.spend(exp)
+                exp = _run(search, exact, self._progress)
+            elif self._progress is not None:  # the live line shows the searches as they come in
+                self._progress(exp.states, exp.depth, exp.seconds)
+        self._budget.spend(exp)
+        return exp
+
+    def skip(self) -> None:
+        """Pass over the next search: not run (with several processes, its result, or its error, is dropped)."""
+        if self._results is None:
+            next(self._searches)
+            return
+        next(self._results)  # what it returned or raised: nobody asks for it any more
+        self._handed.popleft()
+
+    def close(self) -> None:
+        if self._results is not None:
+            self._results.close()
+
+
+def run_in_order(searches: Iterable[Search], budget: CauseBudget, jobs: int,
+                 progress: Callable | None) -> Iterator[Exploration]:
+    """Each search's exploration, in order (`SearchResults` as an iterator)."""
+    results = SearchResults(searches, budget, jobs, progress)
+    try:
+        while True:
+            try:
+                exp = results.next()
+            except StopIteration:
+                return
             yield exp
     finally:
         results.close()

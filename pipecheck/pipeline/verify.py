@@ -6,7 +6,9 @@ returns is data, which the reports render.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable, Mapping
 
@@ -18,7 +20,7 @@ from ..model.ir import EvalError
 from ..ptx.launch import is_launch_file
 from ..model.system import Model
 from ..model.threads import Config, lowest_lane, split_classes
-from ..search.explore import Exploration, Found
+from ..search.explore import Exploration, Found, explore
 from ..search.symmetry import Symmetric
 from ..symbolic import static, sweep
 from ..symbolic.terms import Point
@@ -26,7 +28,7 @@ from . import causes
 from .configurations import ConfigClass, ElectSite, config_classes, elect_sites
 from . import limits as watch
 from .result import Issue, Options, Result, Run, spec_error
-from .searches import CauseBudget, Search, limits_now, reduced_system, run_in_order
+from .searches import CauseBudget, Search, SearchResults, limits_now, reduced_system
 
 PTX_SUFFIXES = (".ptx", ".cu", ".cuh")  # pipeline.ptx.PTX_SUFFIXES (tests/test_census.py checks they agree)
 # states of the lockstep re-run that decides whether findings need lanes to run apart: a few times
@@ -98,11 +100,20 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     explored: dict[tuple, tuple[Model, Exploration, object]] = {}
     lane_cache: dict = {}
     budget = CauseBudget(options.limits.stop_at_first, options.cause_budget)  # states past first findings (causes.py)
-    t_classes = t_static = 0.0
-    for n, point in enumerate(plan.points, 1):
-        if watch.tripped():  # a limit passed between phases (with a finding in hand, the watch waits for this)
-            stopped = stopped or watch.tripped()
-            break
+    seconds = {"classes": 0.0, "byte-accounting": 0.0}
+    # The points are prepared (checked, lowered, split into configuration classes, statically checked, their
+    # models built) one at a time as the searches ask for them, and consumed in order below: with --jobs the
+    # searches of the next points run while this one's results come in, with the same outcome as one process.
+    prepared: deque[_Point] = deque()
+    pending: deque[Search] = deque()  # searches of the prepared points, not yet handed to `results`
+    points = iter(enumerate(plan.points, 1))
+    planned: set = set()  # exploration keys an earlier plan explores
+
+    def prepare() -> bool:
+        nxt = next(points, None)
+        if nxt is None:
+            return False
+        n, point = nxt
         at = f"parameter point {n} of {len(plan.points)}, {len(runs)} configuration(s) explored"
         try:
             t0 = time.perf_counter()
@@ -116,75 +127,89 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                 cclasses = [cc for cc in cclasses if any(cfg in cc.members for cfg in options.only)]
             t1 = time.perf_counter()
             watch.phase("static checks", at)
-            for cc in cclasses:
-                collector.add(point, (plan.order(point), len(runs)), cc.members, static.tx_accounting(k, cc.classes, psites))
-            t_classes, t_static = t_classes + t1 - t0, t_static + time.perf_counter() - t1
+            tx = [static.tx_accounting(k, cc.classes, psites) for cc in cclasses]  # collected when it is consumed
+            seconds["classes"] += t1 - t0
+            seconds["byte-accounting"] += time.perf_counter() - t1
         except (SpecError, EvalError) as exc:
-            if not options.all_params:
-                raise spec_error(exc, sites)
-            invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
-            continue
-        universe[point] = [cfg for cc in cclasses for cfg in cc.members]
-        partitions[point] = next((cc.partition for cc in cclasses if cc.partition is not None), None)
-        expected += len(cclasses)
-        # each configuration class's exploration key, and for the first of each key not explored before, its
-        # model (built here, in order) and its search; a model that cannot be built ends the list there
-        plans: list[tuple[ConfigClass, tuple, object]] = []
-        todo: list[Search] = []
-        for cc in cclasses if options.explore and not stopped else ():
+            prepared.append(_Point(n, point, at, error=exc))
+            return True
+        # each configuration class's exploration key, and for the first of each key, its model (built here, in
+        # order) and its search; a model that cannot be built ends the point's list there
+        plans: list[_Plan] = []
+        for cc in cclasses if options.explore else ():
             classes = cc.classes if options.counter == "classes" else split_classes(k, cc.classes, options.counter)
             key = sweep.exploration_key(k, classes)
-            if key in explored or any(key == p[1] for p in plans):  # equal keys explore the same graph: once is enough
-                plans.append((cc, key, None))
+            if key in planned:  # equal keys explore the same graph: once is enough
+                plans.append(_Plan(cc, key, classes))
                 continue
             try:
                 watch.phase("model building", at)
                 model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
             except EvalError as exc:
-                plans.append((cc, key, exc))
+                plans.append(_Plan(cc, key, classes, error=exc))
                 break
-            base = model
-            if options.symmetry:
-                sym = Symmetric(model)
-                base = sym if sym.active else model
-            plans.append((cc, key, (model, base)))
+            planned.add(key)
+            plans.append(_Plan(cc, key, classes, model, _symmetric(model, options), searched=options.engine != "bmc"))
             if options.engine != "bmc":
-                todo.append(Search(partial(reduced_system, model, base, options),
-                                   partial(limits_now, options.limits, start)))
-        results = run_in_order(todo, budget, options.jobs, progress)
-        try:
-            for cc, key, built in plans:
+                pending.append(Search(partial(reduced_system, model, plans[-1].base, options),
+                                      partial(limits_now, options.limits, start)))
+        prepared.append(_Point(n, point, at, k, psites, cclasses, plans, tx))
+        return True
+
+    def searches() -> Iterator[Search]:
+        while True:
+            while not pending:
+                if not prepare():
+                    return
+            yield pending.popleft()
+
+    results = SearchResults(searches(), budget, options.jobs, progress)
+    try:
+        while prepared or prepare():
+            pt = prepared.popleft()
+            if watch.tripped():  # a limit passed between phases (with a finding in hand, the watch waits for this)
+                stopped = stopped or watch.tripped()
+                break
+            if pt.error is not None:
+                if not options.all_params:
+                    raise spec_error(pt.error, sites)
+                invalid += sweep.invalid_point(spec_error(pt.error, sites), pt.point, plan)
+                continue
+            for cc, tx in zip(pt.cclasses, pt.tx):  # (the point's order alone sorts them: it differs between points)
+                collector.add(pt.point, (plan.order(pt.point), pt.n), cc.members, tx)
+            universe[pt.point] = [cfg for cc in pt.cclasses for cfg in cc.members]
+            partitions[pt.point] = next((cc.partition for cc in pt.cclasses if cc.partition is not None), None)
+            expected += len(pt.cclasses)
+            if stopped:  # a search stopped by a limit: the points after it are not explored (no results are read)
+                continue
+            left = list(pt.plans)
+            while left:
+                p = left.pop(0)
                 if options.limits.timeout is not None and time.perf_counter() - start >= options.limits.timeout:
                     stopped = "timeout"
                     break
                 try:
-                    if isinstance(built, EvalError):
-                        raise built
-                    if built is not None:
-                        model, base = built
-                        if options.engine == "bmc":
-                            from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
-                            bmc.refuse_unmodelled(model, psites)
-                            watch.phase("bmc", at)
-                            explored[key] = (model, bmc.search(model, limits_now(options.limits, start),
-                                                                           options.depth), model)
-                        else:
-                            watch.phase("search", at)
-                            explored[key] = (model, next(results), base)
+                    if p.error is not None:
+                        raise p.error
+                    if p.key not in explored:
+                        explored[p.key] = _explore(p, pt, results, options, start)
                 except EvalError as exc:
                     if not options.all_params:
                         raise spec_error(exc, sites) from None
-                    invalid += sweep.invalid_point(spec_error(exc, sites), point, plan)
+                    invalid += sweep.invalid_point(spec_error(exc, sites), pt.point, plan)
+                    for rest in left:  # the point's other searches are not run
+                        if rest.searched:
+                            results.skip()
                     break
-                model, exp, base = explored[key]
-                runs.append(Run(cc, model, exp, point, base))
+                model, exp, base = explored[p.key]
+                runs.append(Run(p.cc, model, exp, pt.point, base))
                 if exp.found:
                     watch.found()
                 if exp.stopped and exp.stopped != "first-finding":
                     stopped = exp.stopped
-        finally:
-            results.close()
-    plan.seconds.update({"classes": t_classes, "byte-accounting": t_static})
+    finally:
+        results.close()
+    plan.seconds.update(seconds)
     if stopped is not None:
         watch.wrap_up()  # a stopped run still collects and reports what it found
     watch.phase("conditions", f"{len(runs)} configuration(s) explored")
@@ -203,6 +228,63 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
         verdict = "verified"
     return Result(path, kernel, options, verdict, issues, runs, sites, sources, esites,
                   time.perf_counter() - start, stopped, findings, plan)
+
+
+@dataclass
+class _Plan:
+    """One configuration class of a point: its exploration key, and for the first class of each key, the model
+    and whether a search of `SearchResults` is its (else bmc, or a key an earlier plan explores)."""
+
+    cc: ConfigClass
+    key: tuple
+    classes: list
+    model: Model | None = None
+    base: object = None
+    searched: bool = False
+    error: EvalError | None = None  # its model could not be built
+
+
+@dataclass
+class _Point:
+    """A parameter point, prepared: checked, lowered, its configuration classes and their plans (or the error)."""
+
+    n: int
+    point: Point
+    at: str
+    kernel: CheckedKernel | None = None
+    sites: list = field(default_factory=list)
+    cclasses: list = field(default_factory=list)
+    plans: list[_Plan] = field(default_factory=list)
+    tx: list = field(default_factory=list)  # per configuration class, its byte accounting (static.tx_accounting)
+    error: Exception | None = None
+
+
+def _symmetric(model: Model, options: Options) -> object:
+    if options.symmetry:
+        sym = Symmetric(model)
+        if sym.active:
+            return sym
+    return model
+
+
+def _explore(p: _Plan, pt: _Point, results: SearchResults, options: Options, start: float) -> tuple:
+    """(model, exploration, system) of one plan: its search's result, bmc's, or (a key whose first plan was
+    not explored: an evaluation error there) a search of its own, here."""
+    if p.model is None:
+        model = Model(pt.kernel, p.classes, pt.sites, options.lockstep, ordered_stores=options.reduce)
+        base = _symmetric(model, options)
+        if options.engine != "bmc":
+            system, encode = reduced_system(model, base, options)
+            watch.phase("search", pt.at)
+            return model, explore(system, limits_now(options.limits, start), None, encode), base
+        p = replace(p, model=model, base=base)
+    if options.engine == "bmc":
+        from ..symbolic import bmc  # z3's bounded search: only for --engine bmc
+        bmc.refuse_unmodelled(p.model, pt.sites)
+        watch.phase("bmc", pt.at)
+        return p.model, bmc.search(p.model, limits_now(options.limits, start), options.depth), p.model
+    watch.phase("search", pt.at)
+    return p.model, results.next(), p.base
 
 
 def _mark_scheduling(path: str, issues: list[Issue], options: Options,

@@ -13,10 +13,11 @@ memory, a signal) is not a result: its call runs again here.
 """
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -31,6 +32,14 @@ def available() -> int:
 
 def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
+
+
+def outcome(call: Callable[[], Any]) -> tuple[str, Any]:
+    """("ok", what the call returned) or ("raise", the exception it raised)."""
+    try:
+        return ("ok", call())
+    except Exception as exc:  # noqa: BLE001 - the caller raises it in its turn
+        return ("raise", exc)
 
 
 def _child(call: Callable[[], Any], conn: Connection) -> None:
@@ -48,44 +57,60 @@ def _child(call: Callable[[], Any], conn: Connection) -> None:
     os._exit(0)
 
 
-def in_order(calls: Sequence[Callable[[], Any]], jobs: int) -> Iterator[Any]:
-    """The value of each call, in order; at most `jobs` children at once. An exception a call raised is
-    raised here when its turn comes. Closing the iterator early stops the children still running."""
-    if jobs <= 1 or len(calls) <= 1 or not can_fork():
-        for call in calls:
-            yield call()
+def in_order(calls: Iterable[Callable[[], Any]], jobs: int) -> Iterator[tuple[str, Any]]:
+    """The `outcome` of each call, in order; at most `jobs` children at once, the calls taken from `calls` only
+    as children are started (a lazy iterable is read a few calls ahead of the results, no further). An exception
+    is an outcome, not raised here: the iterator goes on past it. Closing it early stops the children still
+    running."""
+    source = iter(calls)
+    if jobs <= 1 or not can_fork():
+        for call in source:
+            yield outcome(call)
         return
+    first, second = next(source, None), next(source, None)
+    if second is None:  # one call: no process to start for it
+        if first is not None:
+            yield outcome(first)
+        return
+    source = itertools.chain((first, second), source)
     ctx = multiprocessing.get_context("fork")
-    sys.stdout.flush()  # a child must not write out what the parent had buffered
-    sys.stderr.flush()
-    running: dict[Connection, tuple[int, Any]] = {}  # the parent's end of each child's pipe -> (call, process)
+    running: dict[Connection, tuple[int, Any]] = {}  # the parent's end of each child's pipe -> (turn, process)
     done: dict[int, tuple] = {}
+    waiting: dict[int, Callable[[], Any]] = {}  # the calls started and not yet given back, by turn
     started = 0
+    more = True
     try:
-        for turn in range(len(calls)):
+        turn = 0
+        while True:
             while turn not in done:
-                while started < len(calls) and len(running) < jobs:
+                while more and len(running) < jobs:
+                    call = next(source, None)
+                    if call is None:
+                        more = False
+                        break
+                    sys.stdout.flush()  # a child must not write out what the parent had buffered
+                    sys.stderr.flush()
                     ours, theirs = ctx.Pipe(duplex=False)
-                    proc = ctx.Process(target=_child, args=(calls[started], theirs), daemon=True)
+                    proc = ctx.Process(target=_child, args=(call, theirs), daemon=True)
                     proc.start()
                     theirs.close()
                     running[ours] = (started, proc)
+                    waiting[started] = call
                     started += 1
+                if turn >= started:
+                    return  # every call given back
                 for conn in wait(list(running)):
                     i, proc = running.pop(conn)
                     try:
                         done[i] = conn.recv()
-                    except (EOFError, OSError):  # it died without a result: run it here
-                        done[i] = ("again",)
+                    except Exception:  # noqa: BLE001 - it died without a result, or one that does not unpickle
+                        done[i] = ("again",)  # run it here
                     conn.close()
                     proc.join()
             out = done.pop(turn)
-            if out[0] == "again":
-                yield calls[turn]()
-            elif out[0] == "raise":
-                raise out[1]
-            else:
-                yield out[1]
+            call = waiting.pop(turn)
+            turn += 1
+            yield outcome(call) if out[0] == "again" else out
     finally:
         for conn, (_, proc) in running.items():
             proc.terminate()
