@@ -17,7 +17,8 @@ SYMPTOMS = ("phase-alias", "hang")
 HAZARDS = CAUSE_ORDER[:CAUSE_ORDER.index("exit-inflight")]
 
 # states explored past first findings in one spec, over all its configurations (Options.cause_budget is the
-# most for one), so a sweep over parameters stays bounded
+# most for one), so a sweep over parameters stays bounded: a search that starts while some of it is left goes
+# on for its whole budget (pipeline/searches.py), so a spec explores at most TOTAL + cause_budget past them
 TOTAL = 6_000
 
 

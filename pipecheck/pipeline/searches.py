@@ -5,9 +5,10 @@ process or several (--jobs).
 number of processes. The one thing a search takes from those before it is the cause budget:
 the states it may explore past its first finding (Options.cause_budget for one search,
 causes.TOTAL over the spec, `CauseBudget`). Searches that run at once cannot know it, so
-each runs ahead with the budget left when they start, and when its turn comes the result is
-kept only where the exact budget gives the same search; otherwise (more than three
-configurations with findings whose continuations ran long) it runs again here with the exact
+each runs ahead with the budget it would have if every search still out before it spent all of
+its own (`CauseBudget.after`: a failing spec's configurations mostly find something), and when
+its turn comes the result is kept only where the exact budget gives the same search; otherwise
+(one before it found nothing, and this one used all it had) it runs again here with the exact
 budget. Every search builds its own reduction (`Search.system`): its seed order learns as it
 goes (search/por.py), so a fresh one is what makes a second run the first one's equal.
 """
@@ -36,7 +37,15 @@ class CauseBudget:
         self.left = causes.TOTAL
 
     def now(self) -> int:
-        return min(self.left, self.per_search) if self.on and self.left > 0 else 0
+        """A search that starts while some of the spec's budget is left goes on for all of its own: so a
+        search's budget is all or nothing, and one that ran ahead seldom needs to run again."""
+        return self.per_search if self.on and self.left > 0 else 0
+
+    def after(self, running: int) -> int:
+        """The budget of a search that starts while `running` searches before it are still out, were they all to
+        spend theirs: what it will have when the searches before it found something each (a failing spec's
+        configurations mostly do), so it seldom runs again."""
+        return self.per_search if self.on and self.left - running * self.per_search > 0 else 0
 
     def spend(self, exp: Exploration) -> None:
         self.left -= exp.extra.get("after_first", 0)
@@ -76,9 +85,11 @@ def _same(exp: Exploration, ran: int, exact: int) -> bool:
     """Whether a search run with `ran` states past its first finding is the one `exact` would have run."""
     if ran == exact or not exp.found:
         return True
-    # it found something and the budgets differ: the same search only if it ended within the smaller one
-    # (it then never reached its budget, so any budget it stayed within ends it the same way)
-    return 0 < exact and exp.extra.get("after_first", 0) <= exact
+    # it found something and the budgets differ: the same search only if it went on past its first finding and
+    # ended within the smaller budget (it then never reached its own, and any budget it stayed within ends it the
+    # same way); a budget of 0 does not go on at all
+    smaller = min(ran, exact)
+    return smaller > 0 and exp.extra.get("after_first", 0) <= smaller
 
 
 class SearchResults:
@@ -94,8 +105,8 @@ class SearchResults:
 
     def _calls(self) -> Iterator[Callable[[], tuple[Exploration, int]]]:
         for search in self._searches:
+            ahead = self._budget.after(len(self._handed))  # exact unless one before it finds nothing, or less
             self._handed.append(search)
-            ahead = self._budget.now()  # the budget left when it starts: exact unless an earlier one spends some
             yield lambda s=search, ahead=ahead: (_run(s, ahead, None), ahead)
 
     def next(self) -> Exploration:
