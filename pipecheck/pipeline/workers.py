@@ -5,7 +5,7 @@ pipeline/ptx.py): on a machine with several cores they run at once, each in a ch
 from the run (it inherits the model already built, nothing is pickled on the way in), and
 the child sends back its `Exploration`. The caller reads the results in the order of its
 calls, so what it makes of them, and the report, is the same whatever the number of
-processes (pipeline/verify.py `_in_order` says how the cause budget stays exact).
+processes (pipeline/searches.py `run_in_order` says how the cause budget stays exact).
 
 Only where `fork` exists (Linux, macOS); elsewhere, or with one process, the calls run in
 this process, one after another. A child that dies before sending its result (killed for
@@ -14,12 +14,16 @@ memory, a signal) is not a result: its call runs again here.
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+# multiprocessing is imported where a child is started, not here: it costs 14 ms at start-up, and a run
+# with one process, or one search, never needs it
 
 
 def available() -> int:
@@ -31,6 +35,8 @@ def available() -> int:
 
 
 def can_fork() -> bool:
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods()
 
 
@@ -73,6 +79,9 @@ def in_order(calls: Iterable[Callable[[], Any]], jobs: int) -> Iterator[tuple[st
             yield outcome(first)
         return
     source = itertools.chain((first, second), source)
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     ctx = multiprocessing.get_context("fork")
     running: dict[Connection, tuple[int, Any]] = {}  # the parent's end of each child's pipe -> (turn, process)
     done: dict[int, tuple] = {}
