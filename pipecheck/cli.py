@@ -604,6 +604,11 @@ def _stats(result: Result, stderr: TextIO) -> None:
         times = ", ".join(f"{k} {v:.3f} s" for k, v in p.seconds.items())
         stderr.write(f"{result.spec}: {len(p.points)} parameter point(s), {len(p.pclasses.regions) or 1} parameter "
                      f"region(s), lane classes {lanes or '-'}; {times}\n")
+    ptx = getattr(result, "ptx", None)
+    if ptx is not None and ptx.seconds:  # the PTX front end's phases before the points' own
+        times = ", ".join(f"{k} {v:.3f} s" for k, v in ptx.seconds)
+        stderr.write(f"{result.spec}: PTX front end: {times}; then the parameter points (classes, regions, "
+                     "searches)\n")
     stderr.write(f"{result.spec}: total {result.seconds:.3f} s\n")
 
 

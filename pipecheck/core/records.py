@@ -15,16 +15,15 @@ own, no `InitVar`, no keyword-only fields, no inheritance from another dataclass
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import marshal
-import os
 import reprlib
 import sys
 import types
 from dataclasses import MISSING, FrozenInstanceError
-from pathlib import Path
 from typing import TypeVar
+
+from . import cache
 
 T = TypeVar("T")
 _OWN = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__")
@@ -38,36 +37,20 @@ class _Factory:  # the default of a parameter whose field has a default_factory 
 _FACTORY = _Factory()
 
 
-@functools.cache
-def _cache_dir() -> Path | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(base) / "pipecheck" / f"records-{sys.implementation.cache_tag}"
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
-        return None
-    return path
-
-
 def _compiled(source: str) -> types.CodeType:
     """The code of `source`: from the cache when there, else compiled and stored (written aside, then renamed)."""
     key = hashlib.sha256(f"{sys.version}\0{source}".encode()).hexdigest()[:40]
-    where = _cache_dir()
-    if where is not None:
+    kind = f"records-{sys.implementation.cache_tag}"
+    data = cache.read(kind, key)
+    if data is not None:
         try:
-            code = marshal.loads((where / key).read_bytes())
+            code = marshal.loads(data)
             if isinstance(code, types.CodeType):
                 return code
-        except (OSError, ValueError, EOFError, TypeError):
+        except (ValueError, EOFError, TypeError):
             pass
     code = compile(source, "<pipecheck.core.records>", "exec")
-    if where is not None:
-        tmp = where / f"{key}.{os.getpid()}.tmp"
-        try:
-            tmp.write_bytes(marshal.dumps(code))
-            os.replace(tmp, where / key)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+    cache.write(kind, key, marshal.dumps(code))
     return code
 
 

@@ -717,7 +717,7 @@ class _BodyContext:
         if proc is None:
             hint = did_you_mean(s.proc, self.c.procs)
             if not hint and "." not in s.proc:  # `advnace(st)`: a statement keyword misspelled, read as a call
-                from .parse import keywords
+                from .syntax import keywords
                 hint = did_you_mean(s.proc, keywords())
                 hint = hint.replace("did you mean", "did you mean the statement") if hint else ""
             raise error("name", f"procedure '{s.proc}' is not defined{hint or ' (is an `import` missing?)'}", s.span)

@@ -767,20 +767,22 @@ def build_classes(kernel: CheckedKernel, codes: list[RoleCode], config: Config, 
             picked = [config.elected(m, elect_lowest) for m in sorted(code.elect_masks)]
             for inst in range(role.instances):
                 groups: dict[Program, list[int]] = {}
-                by_sig: dict[tuple, Program] = {}
                 for t in range(role.threads):
                     key = (code.role_index, cta, inst, t, tuple(t % 32 == lane for lane in picked), config.choices)
                     prog = memo.get(key)
                     if prog is None:
                         ident = Ident(cta, code.role_index, inst, t, cta % cx, (cta // cx) % cy)
                         sp = _Specialiser(ident, config, elect_lowest, kernel, code.ghosts)
-                        sig = tuple(sp.peval(n, -1) for n in nodes)
-                        prog = by_sig.get(sig)
+                        # the values of the signature nodes decide the program of a thread of this instance, in
+                        # every configuration with these choices (whether it is elected is among them)
+                        by_sig = ("sig", code.role_index, cta, inst, config.choices,
+                                  tuple(sp.peval(n, -1) for n in nodes))
+                        prog = memo.get(by_sig)
                         if prog is None:
                             prog = specialise(code, ident, config, elect_lowest, kernel)
                             # one object per distinct program over the configurations: dicts keyed by
                             # programs then compare them by identity
-                            prog = by_sig[sig] = memo.setdefault(("program", prog), prog)
+                            prog = memo[by_sig] = memo.setdefault(("program", prog), prog)
                         memo[key] = prog
                     groups.setdefault(prog, []).append(t)
                 for prog, members in sorted(groups.items(), key=lambda kv: kv[1][0]):

@@ -6,6 +6,8 @@ thread classes compare equal (that is how classes and configurations are merged)
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -171,7 +173,12 @@ def compile_expr(e: RExpr) -> Callable[[tuple], int]:
     if isinstance(e, RConst):
         v = int(e.value)
         return lambda env: v
-    src = expr_source(e)
+    return _lambda(expr_source(e))
+
+
+@functools.cache
+def _lambda(src: str) -> Callable[[tuple], int]:
+    """The function of one expression's source (pure: equal sources share one function)."""
     return eval(f"lambda e: int({src})", {"_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr, "_chk": _chk, "min": min,
                                            "max": max})
 

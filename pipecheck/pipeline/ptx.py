@@ -4,13 +4,18 @@ issues with their conditions, in the same `Result` the reports render for a `.pi
 """
 from __future__ import annotations
 
+import functools
 import itertools
+import sys
 import time
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
+from ..core import cache
 from ..core.diagnostics import Span, SpecError, error
+from ..core.version import __version__
 from ..model.findings import Finding
 from ..model.ir import ARRIVE, EXPECT_TX, EvalError
 from ..model.system import Model
@@ -45,6 +50,23 @@ class PtxInfo:
     launch: str = ""  # the `pipecheck capture` record whose parameter bytes and shape were used
     captured: tuple[str, ...] = ()  # the parameters read from that record's bytes
     swept: tuple[tuple[str, tuple[int, ...]], ...] = ()  # --all-params: each loop bound and the values swept
+    seconds: tuple[tuple[str, float], ...] = ()  # the front end's phases (`--stats`; never in a report)
+
+
+_DEFAULTS = f"ptx-defaults-{sys.implementation.cache_tag}"
+
+
+@functools.cache
+def _code_digest() -> bytes:
+    """What the defaults of a PTX entry depend on besides its text and launch: all of pipecheck's code (they run the
+    front end's evaluation and lowering at each candidate value)."""
+    root = Path(__file__).resolve().parent.parent
+    return cache.code_digest(sorted(root.rglob("*.py")), __version__, sys.version)
+
+
+def _are_defaults(obj: object) -> bool:
+    return (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], list)
+            and all(isinstance(c, Choice) for c in obj[0]) and isinstance(obj[1], tuple))
 
 
 def is_kernel_file(path: str) -> bool:
@@ -94,6 +116,7 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             ptx_path, command = compile_cuda(path, options.nvcc_flags)
         lo = LaunchOptions(options.entry, options.block, options.cluster, options.grid)
     pz = parse_entry(ptx_path, lo, sources)
+    t_parsed = time.perf_counter()
     overrides: dict[str, int] = {}  # as the user wrote them (the report), and by byte offset
     by_offset: dict[int, int] = {}
     for name, v in options.overrides:
@@ -115,7 +138,12 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
             captured.append(f"param_{offset}")
         return v
 
-    choices = choose_defaults(pz, given)
+    key = repr((pz.entry.name, pz.block, pz.cluster, pz.grid, sorted(pz.shared.items()), sorted(pz.bases.items()),
+                sorted(by_offset.items()), launch.params if launch is not None else None)).encode()
+    choices, found = cache.kept(_DEFAULTS, _code_digest() + key + pz.sources[ptx_path].encode("utf-8", "surrogatepass"),
+                                lambda: (choose_defaults(pz, given), tuple(captured)), _are_defaults, keep=256)
+    captured[:] = found
+    seconds = (("parse", t_parsed - start), ("defaults", time.perf_counter() - t_parsed))
     # what was set is not a default: program_at states every parameter whose value differs from its default
     defaults = {c.offset: (c.value, c.nbytes) for c in choices if c.searched}
     values = {c.offset: (c.value, c.nbytes) for c in choices}
@@ -124,7 +152,7 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
     loops = [c for c in choices if c.small is not None and f"param_{c.offset}" not in overrides
              and f"param_{c.offset}" not in captured]
     info = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
-                   launch=path if launch else "", captured=tuple(captured))
+                   launch=path if launch else "", captured=tuple(captured), seconds=seconds)
     if options.all_params:
         return _sweep(path, pz, values, defaults, loops, options, start, progress, sources, info)
     first = None
@@ -136,7 +164,8 @@ def verify_ptx(path: str, options: Options, progress: Callable | None = None) ->
         first = _check_point(path, pz, small, defaults, options, start, progress, sources)
         if first.issues or first.stopped:
             first.ptx = PtxInfo(pz.entry.name, ptx_path, command, pz.block, pz.cluster, choices, overrides,
-                                tuple(f"param_{c.offset}" for c in loops), path if launch else "", tuple(captured))
+                                tuple(f"param_{c.offset}" for c in loops), path if launch else "", tuple(captured),
+                                seconds=seconds)
             return first
     res = _check_point(path, pz, values, defaults, options, start, progress, sources)
     res.ptx = info

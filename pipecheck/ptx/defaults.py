@@ -9,6 +9,7 @@ the reason, and `-D param_<offset>=N` overrides it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -136,6 +137,14 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
     """A default per parameter the kernel reads. A parameter `fixed(offset, bytes)` gives a value for (-D, a
     captured launch) keeps it and is not searched (each search runs the kernel's arithmetic dozens of times);
     the others are chosen with those values in place."""
+    memo: dict[tuple, dict | None] = {}
+
+    def counts(vals: dict) -> dict[int, tuple[int, int]] | None:  # `_counts`, once per set of values
+        key = tuple(sorted(vals.items()))
+        if key not in memo:
+            memo[key] = _counts(pz, vals)
+        return memo[key]
+
     ev = evaluate_at(pz, {})
     reads: dict[int, tuple[int, bool, int]] = {}  # offset -> (width, float, op)
     values: dict[int, tuple[int, int]] = {}
@@ -169,7 +178,7 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
         if not new:
             break
         ev = evaluate_at(pz, values)
-    base = _counts(pz, values) or {}
+    base = counts(values) or {}
     # only the parameters the protocol slice reads can steer it
     # (at two points: a loop that runs once at 1 is straight-line code there)
     relevant: set[int] = set()
@@ -187,7 +196,7 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
         for probe in (2, 257):  # a count of k-tiles grows with K / tile size: 257 passes a 128 tile
             trial = dict(values)
             trial[off] = (probe, values[off][1])
-            c2 = _counts(pz, trial)
+            c2 = counts(trial)
             if c2 is not None and c2 != base:
                 break
         if c2 is None or c2 == base:
@@ -197,41 +206,7 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
         rings = {s for s in grown if max(c2.get(s, (0, 0))[1], base.get(s, (0, 0))[1]) > 2}
         (k_like if grown and grown == rings else tile_like).append(off)
     for off in k_like:  # the k-loop: the ring wraps twice on every stage ring it drives
-        def enough(v: int) -> tuple[bool, int]:
-            trial = dict(values)
-            trial[off] = (v, values[off][1])
-            c = _counts(pz, trial)
-            if c is None:
-                return False, 0
-            rings = [(n, sz) for n, sz in c.values() if sz > 2]
-            return bool(rings) and all(n >= 2 * sz + 1 for n, sz in rings), max((sz for _, sz in rings), default=0)
-        # a trip count grows as ceil(v / t): two points give t, and the first value with 2 x stages + 1 trips
-        c1, c2 = base, _counts(pz, {**values, off: (257, values[off][1])}) or {}
-        n1 = max((n for n, sz in c1.values()), default=0)
-        n2 = max((n for n, sz in c2.values()), default=0)
-        sz = max((z for _, z in c2.values()), default=0)
-        guess = 2
-        if n2 > n1 and sz > 2:
-            t = max(1, round(256 / (n2 - n1)))
-            guess = t * (2 * sz) + 1
-        ok, stages = enough(guess)
-        lo, hi = (guess - 1, guess) if ok else (guess, guess * 2)
-        if ok and guess > 1:
-            below, _ = enough(guess - 1)
-            if below:
-                lo, hi = 1, guess
-        else:
-            ok, stages = enough(hi)
-        while not ok and hi < LADDER_TOP:
-            lo, hi = hi, hi * 2
-            ok, stages = enough(hi)
-        while ok and hi - lo > 1:
-            mid = (lo + hi) // 2
-            good, st = enough(mid)
-            if good:
-                hi, stages = mid, st
-            else:
-                lo = mid
+        hi, stages = _smallest_enough(values, off, base, counts)
         values[off] = (hi, values[off][1])
         # one value per trip count: a trip count grows by one every `step` (the tile size along the loop)
         step = max(1, (hi - 1) // (2 * stages)) if stages else hi
@@ -242,3 +217,82 @@ def choose_defaults(pz: Parsed, fixed: Callable[[int, int], int | None] | None =
         values[off] = (2, values[off][1])
         choices[off] = Choice(off, 2, values[off][1], "drives a tile loop: 2 tiles", 1, sweep=(1, 2))
     return [choices[o] for o in sorted(choices)]
+
+
+def _smallest_enough(values: dict, off: int, base: dict, counts: Callable[[dict], dict | None]
+                     ) -> tuple[int, int]:
+    """The smallest value of the k-loop bound at `off` that runs the loop 2 x stages + 1 times on every stage
+    ring it drives (the ring wraps twice), and the stages: (value, stages). Values below are assumed to run it
+    fewer times (a trip count only grows with its bound), so any probe order finds the same value; the
+    probes follow the trip counts: a ring's trips grow by one every `t` values (t, the tile size along the
+    loop, from two runs), so the next probe after a short one is where its rings would reach their count,
+    and in the final bracket the value `t x (2 x stages) + 1` is tried before halving."""
+    seen: dict[int, dict[int, tuple[int, int]]] = {}  # value -> its rings' (trips, barriers)
+
+    def enough(v: int) -> tuple[bool, int]:
+        c = counts({**values, off: (v, values[off][1])})
+        if c is None:
+            return False, 0
+        seen[v] = c
+        rings = [(n, sz) for n, sz in c.values() if sz > 2]
+        return bool(rings) and all(n >= 2 * sz + 1 for n, sz in rings), max((sz for _, sz in rings), default=0)
+
+    def per_trip(key: int, size: int) -> float | None:
+        """Values per trip of one ring, from the two runs furthest apart where it has `size` barriers (where it
+        has fewer, the loop did not reach every stage, or nvcc's peeled trips are counted apart)."""
+        pts = sorted((v, c[key][0]) for v, c in seen.items() if c.get(key, (0, 0))[1] == size)
+        if len(pts) < 2 or pts[-1][1] == pts[0][1]:
+            return None
+        return (pts[-1][0] - pts[0][0]) / (pts[-1][1] - pts[0][1])
+
+    def short(v: int) -> list[tuple[int, int]]:  # the rings of a run at v short of their count: (key, barriers)
+        return [(k, sz) for k, (n, sz) in seen.get(v, {}).items() if sz > 2 and n < 2 * sz + 1]
+
+    # a trip count grows as ceil(v / t): two points give t, and the first value with 2 x stages + 1 trips
+    c2 = counts({**values, off: (257, values[off][1])}) or {}
+    n1 = max((n for n, sz in base.values()), default=0)
+    n2 = max((n for n, sz in c2.values()), default=0)
+    sz = max((z for _, z in c2.values()), default=0)
+    guess = 2
+    if n2 > n1 and sz > 2:
+        guess = max(1, round(256 / (n2 - n1))) * (2 * sz) + 1
+    seen[257] = c2
+    lo, hi = 1, None  # lo: known (or, at 1, taken) to fall short; hi: the smallest value known to suffice
+    v = guess
+    while hi is None:
+        if v >= LADDER_TOP:  # no value suffices below the top of the ladder: the first rung past it, as before
+            top = guess * 2
+            while top < LADDER_TOP:
+                top *= 2
+            return top, enough(top)[1]
+        if enough(v)[0]:
+            hi = v
+            break
+        lo = max(lo, v)
+        target = 2 * v
+        rings = short(v)
+        steps = [per_trip(k, z) for k, z in rings]
+        if rings and all(t is not None for t in steps):
+            target = max(v + math.ceil((2 * z + 1 - seen[v][k][0]) * t) for (k, z), t in zip(rings, steps))
+        v = max(v + 1, min(target, 4 * v))
+    if hi - lo > 1:  # the value where a ring short at `lo` (else one of hi's) reaches its count, if trips grow
+        # as ceil(v / t)
+        rings = short(lo) if lo in seen else [(k, sz) for k, (n, sz) in seen[hi].items() if sz > 2]
+        for k, z in rings:
+            t = per_trip(k, z)
+            x = round(t) * (2 * z) + 1 if t is not None and t >= 1 else 0
+            if lo < x <= hi:
+                if enough(x)[0]:
+                    hi = x
+                    if x - 1 > lo and not enough(x - 1)[0]:
+                        lo = x - 1
+                else:
+                    lo = x
+            break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid)[0]:
+            hi = mid
+        else:
+            lo = mid
+    return hi, enough(hi)[1]

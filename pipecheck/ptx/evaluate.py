@@ -189,13 +189,32 @@ def join(a: Value, b: Value) -> Value:
     return DYN
 
 
+@dataclass(frozen=True)
+class Static:
+    """What an evaluation reads of the body alone, the same at every parameter point (`static_parts`): the
+    decoded instructions, the registers each reads, the basic blocks. `defaults` evaluates one entry dozens
+    of times; this is made once."""
+
+    decoded: list[Decoded]
+    reads: list[list[str]]
+    ends: dict[int, int]
+
+
+def static_parts(body: Body) -> Static:
+    decoded = [decode(op, body.regs) for op in body.ops]
+    _, ends, _ = basic_blocks(body.ops, decoded)
+    return Static(decoded, [_reads(op, d) for op, d in zip(body.ops, decoded)], ends)
+
+
 class _Eval:
-    def __init__(self, body: Body, launch: Launch, shared: dict[str, int], params: dict[str, int]):
+    def __init__(self, body: Body, launch: Launch, shared: dict[str, int], params: dict[str, int],
+                 static: Static | None = None):
         self.body = body
         self.launch = launch
         self.shared = shared
         self.params = params
-        self.decoded = [decode(op, body.regs) for op in body.ops]
+        self.static = static if static is not None else static_parts(body)
+        self.decoded = self.static.decoded
         self.param_reads: dict[tuple[int, int], ParamRead] = {}
         self.outvals: list[dict[str, Value]] = [{} for _ in body.ops]
 
@@ -373,7 +392,8 @@ class _Eval:
     def run(self) -> Evaluation:
         ops = self.body.ops
         n = len(ops)
-        starts, ends, block_of = basic_blocks(ops, self.decoded)
+        ends = self.static.ends
+        reads_of = self.static.reads
         entry_state: dict[int, dict[str, Value]] = {0: {}}
         work = [0]
         queued = {0}
@@ -396,8 +416,7 @@ class _Eval:
             while i < e:
                 op = ops[i]
                 reach[i] = True
-                reads = _reads(op, self.decoded[i])
-                opvals[i] = {r: regs.get(r, 0) for r in reads}
+                opvals[i] = {r: regs.get(r, 0) for r in reads_of[i]}
                 if op.base in ("bra", "brx"):
                     tgt = op.target
                     if op.guard is None:
@@ -438,6 +457,8 @@ class _Eval:
                     changed = False
                     for r, v in regs.items():
                         ov = old.get(r)
+                        if ov is v:  # most registers: the value the last visit left (no call to `join`)
+                            continue
                         if ov is None:
                             old[r] = v
                             changed = True
@@ -446,12 +467,13 @@ class _Eval:
                             if nv is not ov and nv != ov:
                                 old[r] = nv
                                 changed = True
-                    for r in old:
-                        if r not in regs and old[r] != 0:
-                            nv = join(old[r], 0)
-                            if nv != old[r]:
-                                old[r] = nv
-                                changed = True
+                    if len(old) > len(regs):  # (every register of `regs` is in `old` now)
+                        for r in old:
+                            if r not in regs and old[r] != 0:
+                                nv = join(old[r], 0)
+                                if nv != old[r]:
+                                    old[r] = nv
+                                    changed = True
                 if changed and t not in queued:
                     work.append(t)
                     queued.add(t)
@@ -467,7 +489,11 @@ _SPECIALS = {"%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%ncta
 
 
 def _has_unknown(e: RExpr) -> bool:
-    return isinstance(e, ROp) and (e.op == "?" or any(_has_unknown(a) for a in e.args))
+    """Whether an operation's result is the mark of one the front end does not evaluate. The mark, `ROp("?")`,
+    is only ever made as the whole result of the builder `combine` applies (`_alu`), and a marked result
+    becomes an `Unknown` before it reaches a register: so the values an operation reads hold no mark, and
+    its result holds one only at its top (a walk of the whole expression was a sixth of a PTX start-up)."""
+    return isinstance(e, ROp) and e.op == "?"
 
 
 def _subst_tid(e: RExpr, by: RExpr) -> RExpr:
@@ -562,10 +588,13 @@ def basic_blocks(ops, decoded) -> tuple[list[int], dict[int, int], list[int]]:
     return starts, ends, block_of
 
 
-def evaluate(body: Body, launch: Launch, shared: dict[str, int], params: dict[str, int]) -> Evaluation:
-    """The values every register may hold at every instruction, for every thread of the launch."""
-    return _Eval(body, launch, shared, params).run()
+def evaluate(body: Body, launch: Launch, shared: dict[str, int], params: dict[str, int],
+             static: Static | None = None) -> Evaluation:
+    """The values every register may hold at every instruction, for every thread of the launch. `static`:
+    `static_parts(body)`, made once by a caller that evaluates the body again."""
+    return _Eval(body, launch, shared, params, static).run()
 
 
-__all__ = ["DYN", "Evaluation", "Launch", "ParamRead", "Unknown", "Value", "evaluate", "SpecError", "Span",
+__all__ = ["DYN", "Evaluation", "Launch", "ParamRead", "Static", "Unknown", "Value", "evaluate", "static_parts",
+           "SpecError", "Span",
            "elected_lane", "REFUSE_K", "BRANCH_K"]

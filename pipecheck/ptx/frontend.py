@@ -8,6 +8,7 @@ pipeline calls per configuration.
 from __future__ import annotations
 
 
+import functools
 import itertools
 import math
 import re
@@ -23,7 +24,7 @@ from ..model.kernel import CLC_CHOICE, BarrierDecl, BufferDecl
 from ..model.threads import Config, ThreadClass, class_label
 from . import syntax as X
 from .decode import PROTO_K, prepare, successors
-from .evaluate import CLUSTER_SHIFT, PARAM_BASE, Evaluation, Launch, ParamRead, evaluate
+from .evaluate import CLUSTER_SHIFT, PARAM_BASE, Evaluation, Launch, ParamRead, Static, evaluate, static_parts
 from .flatten import Body, flatten
 from .lower import ClassCode, Emitter, Identity, Plan, SmemRef, evaluate_for, partition, plan
 from .parse import parse_ptx
@@ -239,6 +240,16 @@ class Parsed:
     bases: dict[str, int]
     sources: dict[str, str]
 
+    @functools.cached_property
+    def static(self) -> Static:
+        """What every evaluation of the body reads of it alone (decoded instructions, blocks), made once."""
+        return static_parts(self.body)
+
+    @functools.cached_property
+    def srcmap(self) -> SourceMap:
+        """The source positions of the module's instructions, shared by the evaluations at every point."""
+        return SourceMap(self.module, self.path, self.sources)
+
 
 def parse_entry(path: str, opts: LaunchOptions, sources: dict[str, str]) -> Parsed:
     module = read_module(path, sources)
@@ -273,7 +284,7 @@ def param_bytes(values: Mapping[int, tuple[int, int]]) -> dict[int, int]:
 
 def evaluate_at(pz: Parsed, values: Mapping[int, tuple[int, int]]) -> Evaluation:
     launch = Launch(pz.block, pz.cluster, pz.grid, param_bytes(values))
-    return evaluate(pz.body, launch, pz.shared, pz.bases)
+    return evaluate(pz.body, launch, pz.shared, pz.bases, pz.static)
 
 
 def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapping[int, tuple[int, int]],
@@ -282,7 +293,7 @@ def program_at(pz: Parsed, values: Mapping[int, tuple[int, int]], defaults: Mapp
     site for every instruction, reached or not, so that the sites of two parameter points are the same list
     (a sweep reports the findings of all its points against one)."""
     ev = evaluate_at(pz, values)
-    srcmap = SourceMap(pz.module, pz.path, pz.sources)
+    srcmap = pz.srcmap
     params = _params(ev, pz.body, srcmap, defaults, {f"param_{o}": v for o, (v, _) in values.items()})
     sl = protocol_slice(ev)
     pl = plan(ev, sl)

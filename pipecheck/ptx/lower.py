@@ -81,6 +81,16 @@ def evaluate_for(e: RExpr, ident: Identity, memo: dict | None = None) -> int:
     return v
 
 
+# binary operators defined on every pair of integers, as `isa.fold` computes them
+_TOTAL_BINARY = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b), "&&": lambda a, b: int(bool(a) and bool(b)),
+    "||": lambda a, b: int(bool(a) or bool(b)), "min": min, "max": max,
+}
+
+
 def evaluate_group(e: RExpr, threads: Sequence[int], idents: Mapping[int, Identity], memo: dict) -> list[int]:
     """`evaluate_for` of each of `threads`, a node at a time: the same values for the same threads (every
     argument is evaluated for the threads that evaluate the node, as there), each node visited once per group
@@ -98,6 +108,11 @@ def evaluate_group(e: RExpr, threads: Sequence[int], idents: Mapping[int, Identi
         assert isinstance(e, ROp)
         cols = [evaluate_group(a, missing, idents, memo) for a in e.args]
         op = e.op
+        f2 = _TOTAL_BINARY.get(op) if len(cols) == 2 else None
+        if f2 is not None:  # the common operators, a column at a time (`fold`'s values, without its dispatch)
+            for t, a, b in zip(missing, cols[0], cols[1]):
+                known[t] = f2(a, b)
+            return [known[t] for t in threads]
         for t, vals in zip(missing, zip(*cols)):
             v = fold(op, list(vals))
             if v is None:

@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+from pathlib import Path
 
+import lark
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from ..core import cache
 from ..core.grammars import grammar_text
+from ..core.version import __version__
 from ..core.diagnostics import Span, SpecError, error
 from . import syntax as X
 
 MAX_PTX_CHARS = 64 * 1024 * 1024  # what one file may hold (docs/errors.md)
+_CACHE = f"ptx-{sys.implementation.cache_tag}"
+_KEEP = 64  # modules kept (about the size of their PTX text each): past it the least recently used half goes
 
 
 class _LocMark:
@@ -266,11 +273,28 @@ def _syntax_error(file: str, exc: UnexpectedInput) -> SpecError:
                  Span(file, tok.line or line, tok.column or col, tok.line or line, (tok.column or col) + len(str(tok))))
 
 
+@functools.cache
+def _code_digest() -> bytes:
+    """What a cached module depends on besides its text: the code that builds and defines it, and lark's."""
+    here = Path(__file__).resolve().parent
+    core = here.parent / "core"
+    paths = [here / "parse.py", here / "syntax.py", core / "diagnostics.py", core / "records.py",
+             here.parent.parent / "grammars" / "ptx.lark", Path(lark.__file__)]
+    return cache.code_digest(paths, __version__, sys.version)
+
+
 def parse_ptx(text: str, file: str) -> X.Module:
-    """Parse one PTX file; raises SpecError with a located diagnostic when it does not parse."""
+    """Parse one PTX file; raises SpecError with a located diagnostic when it does not parse. The module is kept
+    in the user's cache directory keyed by the text, the name and the code (`core.cache`): a kernel checked
+    again (another flag, a re-run in CI) is not parsed again."""
     if len(text) > MAX_PTX_CHARS:
         raise error("limit", f"PTX: the file has {len(text)} characters; pipecheck reads at most {MAX_PTX_CHARS}",
                     Span(file, 1, 1))
+    key = _code_digest() + file.encode("utf-8", "surrogatepass") + b"\0" + text.encode("utf-8", "surrogatepass")
+    return cache.kept(_CACHE, key, lambda: _parse(text, file), lambda m: isinstance(m, X.Module), keep=_KEEP)
+
+
+def _parse(text: str, file: str) -> X.Module:
     try:
         items = _parser().parse(text)
     except UnexpectedInput as exc:

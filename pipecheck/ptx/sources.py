@@ -95,6 +95,7 @@ class SourceMap:
         self.sources = sources
         self.dir = Path(ptx_path).resolve().parent
         self.found: dict[int, str | None] = {}
+        self._sites: dict[int, tuple[object, Site]] = {}  # id(op) -> (op, its site): the entry keeps op alive
 
     def file(self, idx: int) -> str | None:
         """The display name of `.file idx`, with its text loaded into `sources` when it can be read."""
@@ -128,6 +129,13 @@ class SourceMap:
         return out
 
     def site(self, op) -> Site:
+        """The instruction's site: its source line (the user's frame of its inlined-at chain) and what it is."""
+        hit = self._sites.get(id(op))
+        if hit is None:
+            hit = self._sites[id(op)] = (op, self._site(op))
+        return hit[1]
+
+    def _site(self, op) -> Site:
         text = op.opcode
         if text == "trap.assert":
             text = "a failed assert (__assertfail)"
