@@ -1,7 +1,8 @@
-"""The user's cache of parsed spec files (`lang.parse`) and its directory (`core.cache`)."""
+"""The user's cache (`core.cache`): parsed spec files and PTX modules, PTX defaults, compiled kernels."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,34 @@ def test_no_cache_when_asked_or_when_others_may_write(cache_home, monkeypatch):
     where.chmod(0o777)
     cache._made.cache_clear()
     assert cache.cache_dir("t-open") is None
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_a_compiled_kernel_is_kept_until_it_or_a_header_changes(cache_home, tmp_path, monkeypatch):
+    from pipecheck.ptx import nvcc
+
+    src = tmp_path / "mini.cu"
+    src.write_text('#include "count.h"\n' + (ROOT / "tests" / "data" / "ptx" / "src" / "mini.cu").read_text())
+    header = tmp_path / "count.h"
+    header.write_text("#define COUNT 64\n")
+    ran: list[list[str]] = []
+    real = subprocess.run
+
+    def spy(cmd, *a, **kw):
+        ran.append(list(cmd))
+        return real(cmd, *a, **kw)
+
+    monkeypatch.setattr(nvcc.subprocess, "run", spy)
+
+    def compiles() -> tuple[bytes, bool]:
+        ran.clear()
+        out, _ = nvcc.compile_cuda(str(src), (f"-I{tmp_path}",))
+        return Path(out).read_bytes(), any("-ptx" in c for c in ran)
+
+    first, compiled = compiles()
+    assert compiled
+    again, compiled = compiles()
+    assert again == first and not compiled  # read back: only the header listing ran
+    header.write_text("#define COUNT 65\n")
+    edited, compiled = compiles()
+    assert compiled and edited != first
