@@ -21,7 +21,7 @@ import reprlib
 import sys
 import types
 from dataclasses import MISSING, FrozenInstanceError
-from typing import TypeVar
+from typing import TypeVar, dataclass_transform
 
 from . import cache
 
@@ -109,6 +109,7 @@ def _source(fields: tuple[dataclasses.Field, ...], post_init: bool) -> str:
     ])
 
 
+@dataclass_transform(field_specifiers=(dataclasses.field,))
 def record(cls: type[T]) -> type[T]:
     """`@dataclass(frozen=True)` for a plain record, with its methods compiled once (module docstring)."""
     own = [n for n in _OWN if n in cls.__dict__ and not (n == "__hash__" and cls.__dict__[n] is None)]

@@ -10,7 +10,7 @@ it needs to run. `por` turns these into persistent sets.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
@@ -171,7 +171,7 @@ class Footprints:
             self.fut_cache[key] = hit
         return hit
 
-    def _ops(self, s: "State", f: "_Future", colls: dict, needs: dict) -> tuple[list[Op], tuple]:
+    def _ops(self, s: "State", f: "_Future", colls: dict, needs: dict) -> tuple[list[Op], tuple | None]:
         """The ops of a future in state s and their walk (`por.plan_of`): only its waits depend on the state,
         the rest are built once; the whole list is kept per what its waits see (most futures do not change
         from a state to the next). `needs`: the bulk groups' counts of this state, per wait on them."""
@@ -294,9 +294,9 @@ class Footprints:
                       spawns=(self._landing(buf, -1, k, (("cp", c), 1), None),))
         if kind == "late_arrive":  # tcgen05.commit / cp.async arrive: the arrival comes later, by itself
             fp = tuple((("commits", g // lay.nbar), "i") for g in d[1])
-            spawns = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
-                              ((("arr", g), d[2]),)) for g in d[1])
-            return Op(fp, spawns=spawns)
+            arrivals = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
+                                ((("arr", g), d[2]),)) for g in d[1])
+            return Op(fp, spawns=arrivals)
         if kind == "trap":  # raises its finding whatever the state; touches nothing
             return Op(((("trap", d[1]), "w"),))
         if kind == "probe":  # reads the barrier's counts, never blocks
@@ -384,6 +384,10 @@ class Footprints:
     def processes(self, s: "State", enabled: set) -> tuple[list[Process], dict]:
         model = self.m
         lay = model.layout
+        key: tuple  # a process's key, and the keys of the op caches: tuples of several shapes
+        need: Any
+        hit: Any
+        prov: Any
         procs: list[Process] = []
         max_seq: dict[int, int] = {}
         join_info: dict[tuple[int, int], tuple] = {}
@@ -437,9 +441,10 @@ class Footprints:
             hit = self.op_cache.get(key)
             if hit is None:
                 ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
-                shape = shape_of(ops) if ops else None
-                hit = self.op_cache[key] = (ops, frozenset(r for op in ops for r, _ in op.all_provides), shape,
-                                            plan_of(ops, shape)) if ops else None
+                if ops:
+                    shape = shape_of(ops)
+                    hit = (ops, frozenset(r for op in ops for r, _ in op.all_provides), shape, plan_of(ops, shape))
+                self.op_cache[key] = hit
             if hit is not None:
                 ops, provides, shape, plan = hit
                 procs.append(Process(("m", u), ("m", u) in enabled, ops, True, provides, (), shape, plan))
@@ -655,8 +660,7 @@ class _Future:
         self.shape: Shape | None = None
         self.plan: tuple | None = None
         if not self.dyn:
-            self.set_shape(self.tmpl)
-            self.plan = plan_of(self.tmpl, self.shape)
+            self.plan = plan_of(self.tmpl, self.set_shape(self.tmpl))
         self.colls = tuple(d[1] for d in descs if d[0] == "coll")
         self.joins = tuple((d[1], d[2], d[3], d[5]) for d in descs if d[0] == "join")
 

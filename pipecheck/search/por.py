@@ -362,7 +362,7 @@ def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int
     return avail, at
 
 
-def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | None = None,
+def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | None = None,
                flat: Flat | None = None) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
@@ -413,7 +413,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, int], wins: dict | No
     return best
 
 
-def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int,
+def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, Any], bound: int,
            stops: list | None = None) -> frozenset | None:
     """Grow `t` until it is persistent; None once it has `bound` enabled processes (no better than known).
 
@@ -422,6 +422,7 @@ def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int,
     set the growth stopped at (None: it would hold every process), where a larger bound takes it on."""
     path: list[frozenset] = []
     result: frozenset | None = None
+    nxt: frozenset | None = t
     while True:
         if t in ix.close_memo:
             result = ix.close_memo[t]
@@ -436,14 +437,13 @@ def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, int], bound: int,
             result = t
             break
         if nxt is None:
-            t = None
             break
         t = nxt
     for q in path:
         if q not in ix.close_memo or ix.close_memo[q] is not None:
             ix.close_memo[q] = result
     if stops is not None:
-        stops.append(t)
+        stops.append(None if nxt is None else t)  # None: the growth would take in every process
     return result
 
 
@@ -464,7 +464,7 @@ def _bundled(ix: "_Index", t: frozenset) -> frozenset:
     return t | extra if extra else t
 
 
-def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, int]) -> dict:
+def _loudness(counted: list[tuple[tuple, int]], budgets: Mapping[Any, Any]) -> dict:
     """Per object the counted and byte operations may touch (entry, how many processes run it): how loud
     they are. Below the budget no phase can complete: all quiet operations commute."""
     totals: dict = {}
@@ -527,7 +527,7 @@ def _balanced(owed: tuple[int, int] | None, expects: int | None, lands: int | No
     return tx + expects >= lands and abs(tx) + expects + lands <= limit
 
 
-def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, int]) -> frozenset | None:
+def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, Any]) -> frozenset | None:
     """One step of the closure: `t` itself when it is persistent, None when it would hold everything."""
     procs = ix.procs
     bundled = _bundled(ix, t)
