@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..core import cache
+from ..core.grammars import grammar_path
 from ..core.diagnostics import Note, Span, error
 from ..core.version import __version__
 from . import ast as A
@@ -30,7 +31,7 @@ def _code_digest() -> bytes:
     here = Path(__file__).resolve().parent
     core = here.parent / "core"
     paths = [here / "syntax.py", here / "ast.py", here / "limits.py", core / "diagnostics.py", core / "records.py",
-             core / "grammars.py", here.parent.parent / "grammars" / "pipe.lark"]
+             core / "grammars.py", grammar_path("pipe.lark")]
     spec = importlib.util.find_spec("lark")
     if spec is not None and spec.origin:
         paths.append(Path(spec.origin))  # lark's version is in its __init__

@@ -16,7 +16,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..core import cache
-from ..core.grammars import grammar_text
+from ..core.grammars import grammar_path, grammar_text
 from ..core.version import __version__
 from ..core.diagnostics import Span, SpecError, error
 from . import syntax as X
@@ -279,7 +279,7 @@ def _code_digest() -> bytes:
     here = Path(__file__).resolve().parent
     core = here.parent / "core"
     paths = [here / "parse.py", here / "syntax.py", core / "diagnostics.py", core / "records.py",
-             here.parent.parent / "grammars" / "ptx.lark", Path(lark.__file__)]
+             grammar_path("ptx.lark"), Path(lark.__file__)]
     return cache.code_digest(paths, __version__, sys.version)
 
 
