@@ -9,7 +9,6 @@ the kernel or of a header it includes compiles again.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import subprocess
@@ -30,9 +29,9 @@ def compile_cuda(path: str, flags: tuple[str, ...], arch: str = "sm_90a", timeou
                     "`nvcc -ptx -lineinfo` and verify the .ptx)", Span(path, 1, 1))
     out_dir = Path(tempfile.mkdtemp(prefix="pipecheck-nvcc-"))
     out = out_dir / (Path(path).stem + ".ptx")
-    args = [*DEFAULT_FLAGS, f"-arch={arch}", *flags, path]
-    cmd = [nvcc, *DEFAULT_FLAGS, f"-arch={arch}", "-ptx", "-lineinfo", *flags, path, "-o", str(out)]
-    key = _key(nvcc, args, timeout)
+    head, tail = [*DEFAULT_FLAGS, f"-arch={arch}"], [*flags, path]
+    cmd = [nvcc, *head, "-ptx", "-lineinfo", *tail, "-o", str(out)]
+    key = _key(nvcc, head + tail, timeout)
     kept = cache.read(_CACHE, key, touch=True) if key is not None else None
     if kept is not None:
         out.write_bytes(kept)
@@ -66,15 +65,8 @@ def _key(nvcc: str, args: list[str], timeout: float | None) -> str | None:
     files = dependencies(deps.stdout)
     if not files:
         return None
-    h = hashlib.sha256("\0".join([version, *args]).encode())
-    for f in files:
-        try:
-            data = Path(f).read_bytes()
-        except OSError:
-            return None
-        h.update(f"\0{f}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()[:40]
+    # the paths too: the PTX's `.file` lines name them
+    return cache.code_digest([Path(f) for f in files], version, *args, *files).hex()[:40]
 
 
 def dependencies(make_rule: str) -> list[str]:
