@@ -144,3 +144,51 @@ def test_reductions_on_found_disagreements(path: Path):
         reduced = run(path, (), past=True, **how)
         assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), name
 
+
+
+def _model(name: str, meetings: bool, lane: int, lockstep: bool = False):
+    from pipecheck.lang.lower import build_classes, resolve_roles
+    from pipecheck.model.system import Model
+    from pipecheck.model.threads import Config
+    sources: dict = {}
+    k = load_checked(str(ROOT / name), {}, sources)
+    codes, sites = resolve_roles(k, sources, lockstep=lockstep) if lockstep else resolve_roles(k, sources)
+    classes = build_classes(k, codes, Config(((0xFFFFFFFF, lane),)), False)
+    return Model(k, classes, sites, lockstep, meetings=meetings)
+
+
+def test_a_warp_meeting_every_lane_stands_at_is_one_move():
+    """#3722 electing lane 1: the producer warp is two classes (lane 1, lanes 0,2-31) that both stand at the first
+    elect(). As a meeting (Model.meeting) their arrivals are one move that passes all 32 lanes; without, each class
+    arrives on its own and the first waits for the other."""
+    def producer_moves(meetings: bool) -> list:
+        model = _model("specs/cutlass_3722.pipe", meetings, 1)
+        s = model.initial()
+        producers = [c for c, cl in enumerate(model.classes) if cl.role == 0]
+        assert len(producers) == 2
+        return model, s, [(a, t) for a, t, _ in model.successors(s) if a[0] == "t" and a[1] in producers]
+
+    model, s, moves = producer_moves(True)
+    assert len(moves) == 1
+    (action, after), = moves
+    leader = model.meeting(s, action[1], action[2])
+    assert leader is not None and len(leader) == 2 and leader[0] == (action[1], action[2])
+    assert after.colls == ()  # the meeting is over: nobody waits at it
+    for c in (c for c, cl in enumerate(model.classes) if cl.role == 0):  # both classes are past the elect
+        (pc, _), _ = after.locs[c][0]
+        assert model.code[c][pc].site != model.code[c][s.locs[c][0][0][0]].site
+    _, _, apart = producer_moves(False)
+    assert len(apart) == 2  # each class's own arrival
+
+
+def test_a_warp_meeting_waits_for_a_lane_elsewhere():
+    """Where a lane of the warp is elsewhere (#3722: lane 1 waits on empty while the others reach the second
+    elect()), the lanes there arrive on their own, as without meetings."""
+    model = _model("specs/cutlass_3722.pipe", True, 1)
+    from pipecheck.search.explore import explore
+    exp = explore(model, Limits(stop_at_first=True))
+    assert exp.found and {f.finding.code for f in exp.found} == {"hang"}
+    plain = explore(_model("specs/cutlass_3722.pipe", False, 1), Limits(stop_at_first=True))
+    assert {f.finding.code for f in plain.found} == {"hang"}
+    # the meeting takes one move where the plain search takes two, once per elect() every lane reaches
+    assert len(exp.found[0].path) < len(plain.found[0].path)

@@ -61,8 +61,11 @@ class Model:
     """The explorer-facing transition system for one configuration."""
 
     def __init__(self, kernel: KernelShape, classes: list[ThreadClass], sites: list[Site], lockstep: bool = False,
-                 every: "Any" = None, ordered_stores: bool = True):
+                 every: "Any" = None, ordered_stores: bool = True, meetings: bool = False):
         self.kernel = kernel
+        # a warp's meeting (elect, syncwarp, --lockstep reconvergence) that every lane still to come stands at is
+        # one move of all of them (`meeting`); part of the reduction (search/footprints.py bundles its members)
+        self.meetings = meetings
         # --every K (offset.Plan): per class, its loop guards over K; None for an ordinary run
         self.kplans = [every.classes[cl.id] for cl in classes] if every is not None else None
         self.lockstep = lockstep
@@ -109,6 +112,12 @@ class Model:
         self.reconv = self._reconvergence_counts()
         self.uses_init = any(i.op in (INIT, FENCE_INIT) for cl in classes for i in cl.program.instrs)
         self.partners = self._lockstep_partners() if lockstep else {}
+        warps: dict[tuple, list[int]] = {}
+        for cl in classes:
+            warps.setdefault((cl.cta, cl.role, cl.instance, cl.warp), []).append(cl.id)
+        # per class, the classes of its warp that may arrive at its warp's meetings (itself among them)
+        self.warp_mates = [tuple(warps[(cl.cta, cl.role, cl.instance, cl.warp)]) if any(
+            i.op is COLL and i.a in WARP_MEETINGS for i in self.code[cl.id]) else () for cl in classes]
         self.horizon = FUTURE_HORIZON if every is None else every.horizon
         self.future_cache: dict = {}
         self.step_cache: dict = {}
@@ -388,10 +397,7 @@ class Model:
                 if ins.op is END or ins.op is COLL_WAIT:
                     continue
                 try:
-                    if (c, pc) in self.partners:
-                        self._together(s, c, gi, pc, out)
-                    else:
-                        self._thread(s, c, gi, pc, env, m, ins, out)
+                    self._group_moves(s, c, gi, pc, env, m, ins, out)
                 except ArithmeticError as e:  # ir.ValueFault: division by zero, a shift out of range
                     raise EvalError(str(e) or "division by zero", ins.site) from None
         ev = self.events
@@ -438,10 +444,7 @@ class Model:
             if ins.op is END or ins.op is COLL_WAIT:
                 return out
             try:
-                if (c, pc) in self.partners:
-                    self._together(s, c, gi, pc, out)
-                else:
-                    self._thread(s, c, gi, pc, env, m, ins, out)
+                self._group_moves(s, c, gi, pc, env, m, ins, out)
             except ArithmeticError as e:  # as in successors
                 raise EvalError(str(e) or "division by zero", ins.site) from None
             return out
@@ -736,6 +739,67 @@ class Model:
         """The index of class c's group standing at pc, or None (lanes at one statement are one group)."""
         return next((j for j, ((p, _), _) in enumerate(s.locs[c]) if p == pc), None)
 
+    def _group_moves(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list) -> None:
+        """The moves of group gi of class c (at pc, not ended or waiting at a collective)."""
+        if (c, pc) in self.partners:
+            self._together(s, c, gi, pc, out)
+        elif ins.op is COLL and self.meetings and ins.a in WARP_MEETINGS and len(self.warp_mates[c]) > 1:
+            members = self.meeting(s, c, gi)
+            if members is None:
+                self._thread(s, c, gi, pc, env, m, ins, out)
+            elif members[0] == (c, gi):  # the first member moves them all; the others have no move of their own
+                self._meet(s, c, gi, members, out)
+        else:
+            self._thread(s, c, gi, pc, env, m, ins, out)
+
+    def meeting(self, s: State, c: int, gi: int) -> tuple[tuple[int, int], ...] | None:
+        """The groups (class, group) that make up a warp meeting with group gi of class c, first the one whose
+        move it is, when every lane the meeting still waits for stands at it; else None.
+
+        Then their arrivals are one move: an arrival before the last changes only what its warp alone reads (the
+        meeting's count, where its own lanes stand: they wait there for the rest), so it commutes with every move
+        of every other thread and is never disabled; any schedule is the same as one where the warp's arrivals
+        come together, at the last of them. Only where no lane of them has writes or barrier inits that a sync
+        would publish (`dirty`, `vis`): those records are read by other threads' moves."""
+        (pc, env), _ = s.locs[c][gi]
+        key, n = self.coll_key(c, self.code[c][pc], env)
+        arrived = next((a for k, a, _ in s.colls if k == key), 0)
+        members = []
+        total = arrived
+        for mc in self.warp_mates[c]:
+            code = self.code[mc]
+            for gj, ((mpc, menv), mm) in enumerate(s.locs[mc]):
+                mi = code[mpc]
+                if mi.op is COLL and mi.a == self.code[c][pc].a and self.coll_key(mc, mi, menv)[0] == key:
+                    members.append((mc, gj))
+                    total += mm
+        if total != n or len(members) < 2:
+            return None
+        classes = {mc for mc, _ in members}
+        if any(cl in classes and not sy for _, cl, sy in s.dirty) or any(cl in classes and _fenced(st)
+                                                                       for _, cl, st in s.vis):
+            return None
+        members.sort()
+        return tuple(members)
+
+    def _meet(self, s: State, c: int, gi: int, members: tuple[tuple[int, int], ...], out: list) -> None:
+        """A warp meeting's arrivals, one member after another (`meeting`), as the move of group gi of class c."""
+        places = [(mc, s.locs[mc][gj][0][0]) for mc, gj in members]
+        states: list[tuple[State, tuple]] = [(s, ())]
+        for mc, mpc in places:
+            nxt: list[tuple[State, tuple]] = []
+            for cur, found in states:
+                gj = self.group_at(cur, mc, mpc)
+                (_, env), m = cur.locs[mc][gj]
+                ins = self.code[mc][mpc]
+                key, n = self.coll_key(mc, ins, env)
+                step: list = []
+                self._coll_count(cur, mc, gj, mpc, env, m, ins, step, key, n, blocking=True)
+                nxt.extend((t, found + tuple(f)) for _, t, f in step)
+            states = nxt
+        for k, (t, found) in enumerate(states):
+            out.append((("t", c, gi, k), t, found))
+
     def _together(self, s: State, c: int, gi: int, pc: int, out: list) -> None:
         """--lockstep: the lowest class of a warp's converged set runs the statement for all of them at once."""
         members = self.partners[(c, pc)]
@@ -991,6 +1055,9 @@ class Model:
             t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis, t5=t5)
             out.append((("t", c, gi, k), t, found))
 
+
+
+WARP_MEETINGS = frozenset({"elect", "syncwarp", "reconv"})  # collectives of one warp's lanes (`Model.meeting`)
 
 
 def _plural(text: str) -> str:

@@ -110,7 +110,7 @@ def verify_every(path: str, options: Options, progress: Callable | None, ordinar
             progs = symbolic_programs([c.program for c in a.classes], [c.program for c in b.classes], ka, kb, name)
             pl = offset_plan(name, lo, progs, sites)
             classes = [dataclasses.replace(c, program=prog) for c, prog in zip(a.classes, progs)]
-            model = Model(kernels[0], classes, sites, options.lockstep, every=pl, ordered_stores=options.reduce)
+            model = Model(kernels[0], classes, sites, options.lockstep, every=pl, ordered_stores=options.reduce, meetings=options.meetings)
             base = model
             if options.symmetry:
                 sym = Symmetric(model)

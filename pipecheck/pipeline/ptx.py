@@ -265,7 +265,7 @@ def _check_point(path: str, pz, values: dict, defaults: dict, options: Options, 
     for cc in cclasses if options.explore else ():  # `pipecheck check`: read, evaluated and lowered only
         classes = cc.classes if options.counter == "classes" else split_classes(kernel, cc.classes, options.counter)
         try:
-            model = Model(kernel, classes, prog.sites, options.lockstep, ordered_stores=options.reduce)
+            model = Model(kernel, classes, prog.sites, options.lockstep, ordered_stores=options.reduce, meetings=options.meetings)
         except EvalError as exc:
             raise spec_error(exc, prog.sites) from None
         base = model

@@ -56,6 +56,12 @@ class Options:
     jobs: int = 1
     fail_on: str = "latent"  # which findings make `verify` exit 1: "error", "latent" (errors too), "any" (warnings too)
 
+    @property
+    def meetings(self) -> bool:
+        """Whether a warp meeting every lane stands at is one move (model.system.Model.meeting): part of the
+        reduction, and not for bmc, whose witnesses are replayed one class's arrival at a time."""
+        return self.reduce and self.engine != "bmc"
+
 
 @dataclass
 class Run:

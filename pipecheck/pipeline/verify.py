@@ -144,7 +144,7 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                 continue
             try:
                 watch.phase("model building", at)
-                model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce)
+                model = Model(k, classes, psites, options.lockstep, ordered_stores=options.reduce, meetings=options.meetings)
             except EvalError as exc:
                 plans.append(_Plan(cc, key, classes, error=exc))
                 break
@@ -271,7 +271,7 @@ def _explore(p: _Plan, pt: _Point, results: SearchResults, options: Options, sta
     """(model, exploration, system) of one plan: its search's result, bmc's, or (a key whose first plan was
     not explored: an evaluation error there) a search of its own, here."""
     if p.model is None:
-        model = Model(pt.kernel, p.classes, pt.sites, options.lockstep, ordered_stores=options.reduce)
+        model = Model(pt.kernel, p.classes, pt.sites, options.lockstep, ordered_stores=options.reduce, meetings=options.meetings)
         base = _symmetric(model, options)
         if options.engine != "bmc":
             system, encode = reduced_system(model, base, options)

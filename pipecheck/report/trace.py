@@ -158,6 +158,9 @@ def barrier_short(model: Model, s: State, gid: int) -> str:
     return f"{name} ph{b.phase} {b.pending}/{b.expected} tx{b.tx}"
 
 
+_RELEASED = "everyone arrived: released"
+
+
 def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
     out = []
     for gid, (b0, b1) in enumerate(zip(before.bars, after.bars)):
@@ -166,7 +169,7 @@ def _effects(model: Model, before: State, after: State) -> tuple[str, ...]:
                 out.append(f"{_bar(model, gid)} completes phase {ph}")
     for k0, a0, n0 in before.colls:
         if not any(k == k0 for k, _, _ in after.colls):
-            out.append("everyone arrived: released")
+            out.append(_RELEASED)
     return tuple(out)
 
 
@@ -179,12 +182,16 @@ def build(model: Model, path: tuple, config: Config | None = None, system=None) 
     # replay through the system the witness was found in (symmetry renames classes as it goes)
     for i, (action, after, findings) in enumerate(replay(system if system is not None else model, path)):
         bar = buf = -1
+        meeting = None
         if action[0] == "t":
             c, gi = action[1], action[2]
             cl = model.classes[c]
             text, site = describe_thread_step(model, s, c, gi, config)
             kind, bar, buf = _operands(model, s, c, gi)
             column, who = cl.unit, cl.who
+            meeting = model.meeting(s, c, gi) if model.meetings and kind.startswith("coll:") and len(model.warp_mates[c]) > 1 else None
+            if meeting is not None:  # a warp meeting taken as one move: every lane of it moves
+                who = who_threads(cl, frozenset(t for mc, _ in meeting for t in model.classes[mc].members))
         elif action[0] == "l":
             buf, tag, nbytes, bar, lsite, src, _ = s.flight[action[1]]
             column, site, kind = ASYNC, lsite, "land"
@@ -217,7 +224,10 @@ def build(model: Model, path: tuple, config: Config | None = None, system=None) 
         touched = {gid for gid, (b0, b1) in enumerate(zip(s.bars, after.bars)) if b0 != b1}
         if kind == WAIT and bar >= 0:
             touched.add(bar)
-        steps.append(Step(i + 1, column, who, text, site, _effects(model, s, after), tuple(findings), kind, bar, buf,
+        effects = _effects(model, s, after)
+        if meeting is not None and _RELEASED not in effects:  # the whole warp arrived in this one move
+            effects += (_RELEASED,)
+        steps.append(Step(i + 1, column, who, text, site, effects, tuple(findings), kind, bar, buf,
                           tuple(sorted(touched))))
         states.append(after)
         s = after

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
-from ..model.ir import (INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+from ..model.ir import (COLL, INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
+from ..model.system import WARP_MEETINGS as _WARP_MEETINGS
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class Footprints:
         self.init_owners = self._init_owners()
         self.tx_least = self._tx_least()
         self.cta_of = [cl.cta for cl in model.classes]
+        # the classes whose groups may meet their warp as one move (model.Model.meeting): bundled like lockstep lanes
+        self.meets = tuple(c for c, mates in enumerate(model.warp_mates) if len(mates) > 1) if model.meetings else ()
 
     def process_of(self, action: tuple) -> tuple:
         if action[0] == "t":
@@ -392,7 +395,7 @@ class Footprints:
         max_seq: dict[int, int] = {}
         join_info: dict[tuple[int, int], tuple] = {}
         colls = {k: a for k, a, _ in s.colls}
-        bundles = self._bundles(s, enabled) if model.partners else {}
+        bundles = self._bundles(s, enabled) if model.partners or self.meets else {}
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
             enabled = set(enabled) | {k for b in bundles.values() if b[0] in enabled for k in b}
         coll_keys: set = set()  # the named barriers and collectives the futures arrive at
@@ -573,9 +576,21 @@ class Footprints:
         return hit
 
     def _bundles(self, s: "State", enabled: set) -> dict[tuple, tuple]:
-        """--lockstep: for each group at a statement its warp runs together, the keys of every group in that move."""
+        """For each group whose move is also other groups' (a statement its warp runs together under --lockstep, a
+        warp meeting every lane stands at), the keys of every group in that move, the one whose move it is first."""
         model = self.m
         out: dict[tuple, tuple] = {}
+        for c in self.meets:
+            code = model.code[c]
+            for gi, ((pc, _), _) in enumerate(s.locs[c]):
+                ins = code[pc]
+                if ins.op is not COLL or ins.a not in _WARP_MEETINGS:
+                    continue
+                members = model.meeting(s, c, gi)
+                if members is not None and members[0] == (c, gi):
+                    keys = tuple(("g", mc, gj) for mc, gj in members)
+                    for k in keys:
+                        out[k] = keys
         for c, groups in enumerate(s.locs):
             for gi, ((pc, _), _) in enumerate(groups):
                 members = model.partners.get((c, pc))
