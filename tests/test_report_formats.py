@@ -159,7 +159,7 @@ def test_html_renders_the_timeline(tmp_path):
         n for n in lanes if "barrier-lane" not in lanes[n].get("class")]
     assert {f"full[{i}]" for i in range(4)} | {f"empty[{i}]" for i in range(4)} <= set(lanes)
     steps = [g for g in svg.iter(f"{SVG}g") if (g.get("class") or "").split()[0] == "step"]
-    assert sorted(int(g.get("data-step")) for g in steps) == list(range(1, 24))
+    assert sorted(int(g.get("data-step")) for g in steps) == list(range(1, 23))
     # a hang: the failing point is the blocked end of every stuck role
     stuck = [g for g in svg.iter(f"{SVG}g") if "blocked" in (g.get("class") or "")]
     assert {g.get("data-step") for g in stuck} == {"end"} and len(stuck) == 3
@@ -171,7 +171,7 @@ def test_html_highlights_the_failing_step():
     code, out, _ = cli("verify", str(ROOT / "examples" / "bugs" / "stale_read.pipe"), "--format", "html")
     svg = ET.fromstring(out[out.index("<svg"):out.index("</svg>") + 6])
     failing = [g for g in svg.iter(f"{SVG}g") if "failing" in (g.get("class") or "").split()]
-    assert [g.get("data-step") for g in failing] == ["4"]
+    assert [g.get("data-step") for g in failing] == ["3"]  # the read (its warp's elect() is one step)
     assert "stale-read" in out
 
 
@@ -198,7 +198,7 @@ def test_mermaid_sequence_diagram():
 def test_dot_graph(tmp_path):
     code, out, _ = cli("verify", SPEC, "--format", "dot")
     assert out.startswith("digraph counterexample {") and out.rstrip().endswith("}")
-    assert len(re.findall(r"^\s+s\d+ \[label=", out, re.M)) == 23
+    assert len(re.findall(r"^\s+s\d+ \[label=", out, re.M)) == 22
     assert out.count('label="lands"') == 8  # each TMA issue -> its landing
     if shutil.which("dot"):
         proc = subprocess.run(["dot", "-Tsvg"], input=out, capture_output=True, text=True, timeout=60)
