@@ -145,23 +145,22 @@ def test_reductions_on_found_disagreements(path: Path):
         assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), name
 
 
-
-def _model(name: str, meetings: bool, lane: int, lockstep: bool = False):
+def _model(name: str, meetings: bool, lane: int):
     from pipecheck.lang.lower import build_classes, resolve_roles
     from pipecheck.model.system import Model
     from pipecheck.model.threads import Config
     sources: dict = {}
     k = load_checked(str(ROOT / name), {}, sources)
-    codes, sites = resolve_roles(k, sources, lockstep=lockstep) if lockstep else resolve_roles(k, sources)
+    codes, sites = resolve_roles(k, sources)
     classes = build_classes(k, codes, Config(((0xFFFFFFFF, lane),)), False)
-    return Model(k, classes, sites, lockstep, meetings=meetings)
+    return Model(k, classes, sites, meetings=meetings)
 
 
 def test_a_warp_meeting_every_lane_stands_at_is_one_move():
     """#3722 electing lane 1: the producer warp is two classes (lane 1, lanes 0,2-31) that both stand at the first
     elect(). As a meeting (Model.meeting) their arrivals are one move that passes all 32 lanes; without, each class
     arrives on its own and the first waits for the other."""
-    def producer_moves(meetings: bool) -> list:
+    def producer_moves(meetings: bool) -> tuple:
         model = _model("specs/cutlass_3722.pipe", meetings, 1)
         s = model.initial()
         producers = [c for c, cl in enumerate(model.classes) if cl.role == 0]

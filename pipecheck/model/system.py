@@ -743,26 +743,30 @@ class Model:
         """The moves of group gi of class c (at pc, not ended or waiting at a collective)."""
         if (c, pc) in self.partners:
             self._together(s, c, gi, pc, out)
-        elif ins.op is COLL and self.meetings and ins.a in WARP_MEETINGS and len(self.warp_mates[c]) > 1:
-            members = self.meeting(s, c, gi)
-            if members is None:
-                self._thread(s, c, gi, pc, env, m, ins, out)
-            elif members[0] == (c, gi):  # the first member moves them all; the others have no move of their own
-                self._meet(s, c, gi, members, out)
-        else:
+            return
+        members = self.meeting(s, c, gi)
+        if members is None:
             self._thread(s, c, gi, pc, env, m, ins, out)
+        elif members[0] == (c, gi):  # the first member moves them all; the others have no move of their own
+            self._compose(s, c, gi, [(mc, s.locs[mc][gj][0][0]) for mc, gj in members], out)
 
     def meeting(self, s: State, c: int, gi: int) -> tuple[tuple[int, int], ...] | None:
         """The groups (class, group) that make up a warp meeting with group gi of class c, first the one whose
-        move it is, when every lane the meeting still waits for stands at it; else None.
+        move it is, when every lane the meeting still waits for stands at it; else None (also where the group is
+        not at a warp meeting, or meetings are off: `meetings`).
 
         Then their arrivals are one move: an arrival before the last changes only what its warp alone reads (the
         meeting's count, where its own lanes stand: they wait there for the rest), so it commutes with every move
         of every other thread and is never disabled; any schedule is the same as one where the warp's arrivals
         come together, at the last of them. Only where no lane of them has writes or barrier inits that a sync
         would publish (`dirty`, `vis`): those records are read by other threads' moves."""
+        if not self.meetings or len(self.warp_mates[c]) < 2:
+            return None
         (pc, env), _ = s.locs[c][gi]
-        key, n = self.coll_key(c, self.code[c][pc], env)
+        ins = self.code[c][pc]
+        if ins.op is not COLL or ins.a not in WARP_MEETINGS:
+            return None
+        key, n = self.coll_key(c, ins, env)
         arrived = next((a for k, a, _ in s.colls if k == key), 0)
         members = []
         total = arrived
@@ -770,7 +774,7 @@ class Model:
             code = self.code[mc]
             for gj, ((mpc, menv), mm) in enumerate(s.locs[mc]):
                 mi = code[mpc]
-                if mi.op is COLL and mi.a == self.code[c][pc].a and self.coll_key(mc, mi, menv)[0] == key:
+                if mi.op is COLL and mi.a == ins.a and self.coll_key(mc, mi, menv)[0] == key:
                     members.append((mc, gj))
                     total += mm
         if total != n or len(members) < 2:
@@ -781,24 +785,6 @@ class Model:
             return None
         members.sort()
         return tuple(members)
-
-    def _meet(self, s: State, c: int, gi: int, members: tuple[tuple[int, int], ...], out: list) -> None:
-        """A warp meeting's arrivals, one member after another (`meeting`), as the move of group gi of class c."""
-        places = [(mc, s.locs[mc][gj][0][0]) for mc, gj in members]
-        states: list[tuple[State, tuple]] = [(s, ())]
-        for mc, mpc in places:
-            nxt: list[tuple[State, tuple]] = []
-            for cur, found in states:
-                gj = self.group_at(cur, mc, mpc)
-                (_, env), m = cur.locs[mc][gj]
-                ins = self.code[mc][mpc]
-                key, n = self.coll_key(mc, ins, env)
-                step: list = []
-                self._coll_count(cur, mc, gj, mpc, env, m, ins, step, key, n, blocking=True)
-                nxt.extend((t, found + tuple(f)) for _, t, f in step)
-            states = nxt
-        for k, (t, found) in enumerate(states):
-            out.append((("t", c, gi, k), t, found))
 
     def _together(self, s: State, c: int, gi: int, pc: int, out: list) -> None:
         """--lockstep: the lowest class of a warp's converged set runs the statement for all of them at once."""
@@ -811,6 +797,11 @@ class Model:
             if gj is None:
                 return  # a lane of this warp has not reached the statement yet: wait for it
             places.append((mc, mpc))
+        self._compose(s, c, gi, places, out)
+
+    def _compose(self, s: State, c: int, gi: int, places: list[tuple[int, int]], out: list) -> None:
+        """The statements of several groups (class, place) run one after another as the move of group gi of class c
+        (a lockstep warp's statement, a warp meeting); none when one of them is blocked."""
         states: list[tuple[State, tuple]] = [(s, ())]
         for mc, mpc in places:
             nxt: list[tuple[State, tuple]] = []

@@ -189,7 +189,7 @@ def build(model: Model, path: tuple, config: Config | None = None, system=None) 
             text, site = describe_thread_step(model, s, c, gi, config)
             kind, bar, buf = _operands(model, s, c, gi)
             column, who = cl.unit, cl.who
-            meeting = model.meeting(s, c, gi) if model.meetings and kind.startswith("coll:") and len(model.warp_mates[c]) > 1 else None
+            meeting = model.meeting(s, c, gi)
             if meeting is not None:  # a warp meeting taken as one move: every lane of it moves
                 who = who_threads(cl, frozenset(t for mc, _ in meeting for t in model.classes[mc].members))
         elif action[0] == "l":

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
-from ..model.ir import (COLL, INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+from ..model.ir import (INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
-from ..model.system import WARP_MEETINGS as _WARP_MEETINGS
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
 if TYPE_CHECKING:
@@ -581,11 +580,7 @@ class Footprints:
         model = self.m
         out: dict[tuple, tuple] = {}
         for c in self.meets:
-            code = model.code[c]
-            for gi, ((pc, _), _) in enumerate(s.locs[c]):
-                ins = code[pc]
-                if ins.op is not COLL or ins.a not in _WARP_MEETINGS:
-                    continue
+            for gi in range(len(s.locs[c])):
                 members = model.meeting(s, c, gi)
                 if members is not None and members[0] == (c, gi):
                     keys = tuple(("g", mc, gj) for mc, gj in members)
