@@ -243,7 +243,7 @@ def _bmc(path: str, ov, cmp: Comparison) -> None:
         if z.stopped in ("bmc-unsupported", "timeout") or (e.stopped not in (None, "first-finding")):
             cmp.skipped.append(f"bmc: {z.stopped or e.stopped}")
             continue
-        want = min((len(f.path) for f in e.found), default=None)
+        want = min((f.steps for f in e.found), default=None)
         if want is not None and want > BMC_DEPTH:
             want = None
         have = z.depth if z.found else None

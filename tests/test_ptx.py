@@ -316,7 +316,7 @@ def test_lanes_reading_a_stage_at_their_own_offset_are_one_class():
     code, out, err = cli("verify", str(PTX / "lane_ring.ptx"), "--stats")
     assert code == 0, out + err
     assert "verified" in out
-    assert "wg0: 21 (3 classes)" in err and "wg0 threads 32-63" in err
+    assert "wg0: 20 (3 classes)" in err and "wg0 threads 32-63" in err
 
 
 def test_lanes_whose_run_time_addresses_leave_the_stage_are_refused(tmp_path):

@@ -191,3 +191,28 @@ def test_a_warp_meeting_waits_for_a_lane_elsewhere():
     assert {f.finding.code for f in plain.found} == {"hang"}
     # the meeting takes one move where the plain search takes two, once per elect() every lane reaches
     assert len(exp.found[0].path) < len(plain.found[0].path)
+
+
+@pytest.mark.parametrize("name", ["specs/cutlass_3722.pipe", "specs/cutlass_3722_fixed.pipe"])
+def test_a_private_run_is_one_move(name):
+    """A thread group that alone is persistent runs on through its reads and passing waits in one move
+    (search/chains.py): the same findings and terminal states as the persistent-set search that stops in
+    every state, fewer states, and each run's steps replay one by one for the report."""
+    from pipecheck.search.chains import CHAIN
+    from pipecheck.search.explore import explore, replay
+    from pipecheck.search.footprints import Footprints
+    from pipecheck.search.por import Reduced
+    model = _model(name, True, 1)
+    every = explore(Reduced(model, Footprints(model)), Limits(past_findings=True))
+    runs = explore(Reduced(model, Footprints(model), chains=True), Limits(past_findings=True))
+    assert runs.complete and every.complete
+    assert {(f.finding.code, f.finding.site) for f in runs.found} == {(f.finding.code, f.finding.site)
+                                                                      for f in every.found}
+    assert runs.terminals == every.terminals
+    assert runs.extra["chained"] > 0 and runs.states < every.states
+    for f in runs.found:
+        steps = replay(model, f.path)
+        assert len(steps) == f.steps and all(a[0] != CHAIN for a, _, _ in steps)
+        if any(a[0] == CHAIN for a in f.path):
+            assert f.steps > len(f.path)
+        assert steps[-1][2] or f.terminal  # the last step raised the finding

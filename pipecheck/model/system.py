@@ -381,51 +381,96 @@ class Model:
         return State(tuple(locs), tuple(bars), bufs, (), (), mmas, (), (), (), (), (False,) * self.layout.ncta, None)
 
     def successors(self, s: State) -> list[tuple[Action, State, tuple[Finding, ...]]]:
-        moves, events = self.split_successors(s)
-        return moves + [ev() for _, ev in events] if events else moves
+        return [x for _, moves in self.lazy_successors(s) for x in (moves() if callable(moves) else moves)]
 
-    def split_successors(self, s: State) -> tuple[list, list]:
-        """The successors as `successors` lists them, in two parts: the thread groups' moves, and the asynchronous
-        events as (action, a function that makes the successor), so that a reduction builds only those it keeps."""
+    def lazy_successors(self, s: State) -> list[tuple[Action, Any]]:
+        """The successors as `successors` lists them, per thread group and asynchronous event that can move:
+        (its first action, its moves), the moves a list or a function that makes the list, so that a reduction
+        builds only those it keeps. Made when asked: the events, and a group's arrival at a collective
+        (always possible, and the dearest move to make: it may release every waiter)."""
         if s.halted is not None:
-            return [], []
+            return []
         out: list = []
         for c, groups in enumerate(s.locs):
             code = self.code[c]
             for gi, ((pc, env), m) in enumerate(groups):
                 ins = code[pc]
-                if ins.op is END or ins.op is COLL_WAIT:
+                op = ins.op
+                if op is END or op is COLL_WAIT:
                     continue
                 try:
-                    self._group_moves(s, c, gi, pc, env, m, ins, out)
+                    if (op is COLL or op is BAR_ARRIVE) and (c, pc) not in self.partners \
+                            and self.meeting(s, c, gi) is None:
+                        self.coll_of(c, ins, env)  # its errors now, as making the move would raise them
+                        out.append((("t", c, gi, 0), partial(self.group_successors, s, c, gi)))
+                        continue
+                    moves: list = []
+                    self._group_moves(s, c, gi, pc, env, m, ins, moves)
                 except ArithmeticError as e:  # ir.ValueFault: division by zero, a shift out of range
                     raise EvalError(str(e) or "division by zero", ins.site) from None
+                if moves:
+                    out.append((moves[0][0], moves))
         ev = self.events
-        events: list = []
         prev = None
-        for i, op in enumerate(s.flight):
-            if op != prev:
-                events.append((("l", i), partial(ev.land, s, i)))
-            prev = op
+        for i, fl in enumerate(s.flight):
+            if fl != prev:
+                out.append((("l", i), partial(_listed, ev.land, s, i)))
+            prev = fl
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
-                events.append((("m", u), partial(ev.mma_done, s, u)))
+                out.append((("m", u), partial(_listed, ev.mma_done, s, u)))
         for i in range(len(s.stores)):
             if ev.store_ready(s, i):
-                events.append((("s", i), partial(ev.store_step, s, i)))
+                out.append((("s", i), partial(_listed, ev.store_step, s, i)))
         for i, k in enumerate(s.commits):
             if ev.commit_ready(s, k):
-                events.append((("k", i), partial(ev.commit_fire, s, i)))
+                out.append((("k", i), partial(_listed, ev.commit_fire, s, i)))
         for cta, gone in enumerate(s.exited):
             if not gone and self.cta_done(s, cta):
-                events.append((("x", cta), partial(ev.exit, s, cta)))
-        return out, events
+                out.append((("x", cta), partial(_listed, ev.exit, s, cta)))
+        return out
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:
+        if action[0] == "c":  # a group's private run taken as one move (search/chains.py): its steps in turn
+            found: tuple = ()
+            for sub in action[1]:
+                s, f = self.step(s, sub)
+                found += f
+            return s, found
         for a, t, f in self._moves(s, action):
             if a == action:
                 return t, f
         raise KeyError(f"action {action} is not enabled")
+
+    def steps(self, s: State, action: Action) -> list[tuple[Action, State, tuple[Finding, ...]]]:
+        """One move as [(action, state after, findings)]: a run's steps one by one (a witness shows each)."""
+        out = []
+        for sub in action[1] if action[0] == "c" else (action,):
+            s, f = self.step(s, sub)
+            out.append((sub, s, f))
+        return out
+
+    def statement(self, c: int, pc: int, env: tuple, m: int) -> tuple | None:
+        """The future operations (descriptions, as `future` lists them) of the one statement a group of m threads
+        of class c runs at a settled place, or None where it cannot be followed."""
+        entry = self.step_cache.get((c, pc, env, m)) or self._future_step(c, pc, env, m)
+        return None if entry[2] is _FAILS else entry[0]
+
+    def group_successors(self, s: State, c: int, gi: int) -> list:
+        """The successors of s that are moves of group gi of class c (none where it has ended or waits at a
+        collective)."""
+        if c >= len(s.locs) or gi >= len(s.locs[c]):
+            return []
+        (pc, env), m = s.locs[c][gi]
+        ins = self.code[c][pc]
+        out: list = []
+        if ins.op is END or ins.op is COLL_WAIT:
+            return out
+        try:
+            self._group_moves(s, c, gi, pc, env, m, ins, out)
+        except ArithmeticError as e:  # as in successors
+            raise EvalError(str(e) or "division by zero", ins.site) from None
+        return out
 
     def _moves(self, s: State, action: Action) -> list:
         """The successors of s that `action` may be, as `successors` makes them: those of its thread group or
@@ -435,19 +480,7 @@ class Model:
         kind = action[0]
         ev = self.events
         if kind == "t":
-            c, gi = action[1], action[2]
-            if c >= len(s.locs) or gi >= len(s.locs[c]):
-                return []
-            (pc, env), m = s.locs[c][gi]
-            ins = self.code[c][pc]
-            out: list = []
-            if ins.op is END or ins.op is COLL_WAIT:
-                return out
-            try:
-                self._group_moves(s, c, gi, pc, env, m, ins, out)
-            except ArithmeticError as e:  # as in successors
-                raise EvalError(str(e) or "division by zero", ins.site) from None
-            return out
+            return self.group_successors(s, action[1], action[2])
         i = action[1]
         if kind == "l":
             ok = i < len(s.flight) and (i == 0 or s.flight[i] != s.flight[i - 1])
@@ -719,11 +752,9 @@ class Model:
             self._emit(out, s, c, gi, pc + 1, env, m, findings, t5=t5)
         elif op is TMEM_RELINQUISH:  # the CTA allocates no more: orders nothing the model tracks
             self._emit(out, s, c, gi, pc + 1, env, m, [])
-        elif op is COLL:
-            key, n = self.coll_key(c, ins, env)
-            self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=True)
-        elif op is BAR_ARRIVE:
-            self._coll_count(s, c, gi, pc, env, m, ins, out, ("b", cta, ins.b(env)), ins.c(env), blocking=False)
+        elif op is COLL or op is BAR_ARRIVE:
+            key, n = self.coll_of(c, ins, env)
+            self._coll_count(s, c, gi, pc, env, m, ins, out, key, n, blocking=op is COLL)
         else:
             raise EvalError(f"'{op}' is not supported by this version of the model", ins.site)
 
@@ -966,11 +997,20 @@ class Model:
             return key, self.reconv[key]
         return ("c",), self.cta_threads * self.layout.ncta
 
-    def _coll_count(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list,
-                    key: tuple, n: int, blocking: bool) -> None:
-        """Arrive m threads at a collective; the last arrival releases everyone of that generation."""
+    def coll_of(self, c: int, ins: CInstr, env: tuple) -> tuple[tuple, int]:
+        """(key, threads) of the collective a COLL or BAR_ARRIVE statement arrives at; an error where a named
+        barrier's thread count is not a positive multiple of 32."""
+        if ins.op is BAR_ARRIVE:
+            key, n = ("b", self.classes[c].cta, ins.b(env)), ins.c(env)
+        else:
+            key, n = self.coll_key(c, ins, env)
         if key[0] == "b" and ins.a != "syncthreads" and (n <= 0 or n % 32):
             raise EvalError(f"a named barrier's thread count must be a positive multiple of 32, not {n}", ins.site)
+        return key, n
+
+    def _coll_count(self, s: State, c: int, gi: int, pc: int, env: tuple, m: int, ins: CInstr, out: list,
+                    key: tuple, n: int, blocking: bool) -> None:
+        """Arrive m threads at a collective (`coll_of`); the last arrival releases everyone of that generation."""
         arrived = m
         rest = []
         for k, a, n0 in s.colls:
@@ -1046,6 +1086,11 @@ class Model:
             t = s._replace(locs=tuple(new_locs), colls=colls_t, dirty=dirty, vis=vis, t5=t5)
             out.append((("t", c, gi, k), t, found))
 
+
+
+def _listed(make: Any, *args: Any) -> list:
+    """[make(*args)]: an event's one successor as the list `Model.lazy_successors` promises."""
+    return [make(*args)]
 
 
 WARP_MEETINGS = frozenset({"elect", "syncwarp", "reconv"})  # collectives of one warp's lanes (`Model.meeting`)

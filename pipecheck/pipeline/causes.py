@@ -77,8 +77,8 @@ def group(issues: list[Issue]) -> list[Issue]:
         kinds = HAZARDS + (("exit-inflight",) if id(i) in exits else ())
         covers = [h for h in issues if h.code in kinds and id(h) not in parent and i.where and i.where <= h.where]
         if covers:
-            h = min(covers, key=lambda h: (rank(h.code), len(h.witness.path)))
-            parent[id(i)] = (h, f"in the same configurations (a {'shorter' if len(i.witness.path) < len(h.witness.path) else 'longer'} schedule)")
+            h = min(covers, key=lambda h: (rank(h.code), h.witness.steps))
+            parent[id(i)] = (h, f"in the same configurations (a {'shorter' if i.witness.steps < h.witness.steps else 'longer'} schedule)")
 
     def root(i: Issue) -> Issue:
         seen = {id(i)}
@@ -94,9 +94,9 @@ def group(issues: list[Issue]) -> list[Issue]:
             i.led_by = parent[id(i)][1]
             r.consequences.append(i)
     for r in roots:
-        r.consequences.sort(key=lambda c: (rank(c.code), len(c.witness.path), c.finding.site, c.finding.message))
+        r.consequences.sort(key=lambda c: (rank(c.code), c.witness.steps, c.finding.site, c.finding.message))
         r.fix = usual_fix(r)
-    roots.sort(key=lambda i: (rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    roots.sort(key=lambda i: (rank(i.code), i.witness.steps, i.finding.site, i.finding.message))
     return roots
 
 

@@ -230,7 +230,7 @@ def _sweep(path: str, pz, values: dict, defaults: dict, loops: list[Choice], opt
         issue.condition = " and ".join(t for t in (ptext, issue.condition) if t)
         issue.where = frozenset((pt, cfg) for pt in hits[key] for cfg in issue.configs)
         issues.append(issue)
-    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    issues.sort(key=lambda i: (causes.rank(i.code), i.witness.steps, i.finding.site, i.finding.message))
     head = results[0][1]
     verdict = "findings" if issues else "inconclusive" if stopped else "verified"
     res = Result(path, head.kernel, options, verdict, issues, [r for _, res in results for r in res.runs], head.sites,
@@ -331,7 +331,7 @@ def _collect(runs: list[Run], configs: list[Config], esites: list[ElectSite]) ->
     issues = []
     for hits in by_key.values():
         # the witness: one of a search that stopped at findings (nothing wrong before it), then the shortest
-        run, found = min(hits, key=lambda h: (int(h[1].after_first), len(h[1].path), runs.index(h[0])))
+        run, found = min(hits, key=lambda h: (int(h[1].after_first), h[1].steps, runs.index(h[0])))
         members = [cfg for r, _ in hits for cfg in r.cclass.members]
         condition = describe(members, configs, esites)
         on_hw = None
@@ -342,7 +342,7 @@ def _collect(runs: list[Run], configs: list[Config], esites: list[ElectSite]) ->
             finding = _with_skipped_arrivals(finding, run, runs, {id(r) for r, _ in hits}, condition)
         where = frozenset(((), cfg) for cfg in members)  # one parameter point: the configurations
         issues.append(Issue(finding, found, run, members, condition, on_hw, where=where))
-    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    issues.sort(key=lambda i: (causes.rank(i.code), i.witness.steps, i.finding.site, i.finding.message))
     return causes.group(issues)
 
 

@@ -62,6 +62,12 @@ class Options:
         reduction, and not for bmc, whose witnesses are replayed one class's arrival at a time."""
         return self.reduce and self.engine != "bmc"
 
+    @property
+    def chains(self) -> bool:
+        """Whether a thread group that alone is persistent runs on through its private steps in one move
+        (search/chains.py): part of the reduction, not for bmc (as `meetings`)."""
+        return self.reduce and self.engine != "bmc"
+
 
 @dataclass
 class Run:

@@ -62,7 +62,7 @@ class Search:
 def reduced_system(model: Any, base: Any, options: Options) -> tuple[Any, Interner | None]:
     """What one search of `model` explores, built fresh: the reduction around it (or its symmetric `base`),
     and the visited set's encoder."""
-    system = Reduced(base, Footprints(model)) if options.reduce else base
+    system = Reduced(base, Footprints(model), options.chains) if options.reduce else base
     return system, Interner(options.stats) if options.compact else None
 
 

@@ -322,7 +322,7 @@ def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: d
     for key, hits in by_key.items():
         # the witness: at the default parameters if it shows there, else the nearest point; then one of the
         # search that stopped at findings (a schedule with nothing wrong before it), then the shortest
-        run, found, _ = min(hits, key=lambda h: (plan.order(h[0].point), h[2], len(h[1].path), runs.index(h[0])))
+        run, found, _ = min(hits, key=lambda h: (plan.order(h[0].point), h[2], h[1].steps, runs.index(h[0])))
         per_point: dict[Point, list[Config]] = {}
         for r, _, _ in hits:
             per_point.setdefault(r.point, []).extend(r.cclass.members)
@@ -334,5 +334,5 @@ def _collect(runs: list[Run], universe: dict[Point, list[Config]], partitions: d
             on_hw = any(all(cfg.elected(m, True) == lowest_lane(m) for m in masks) for cfg in configs)
         where = frozenset((r.point, cfg) for r, _, _ in hits for cfg in r.cclass.members)
         issues.append(Issue(found.finding, found, run, configs, condition, on_hw, where=where))
-    issues.sort(key=lambda i: (causes.rank(i.code), len(i.witness.path), i.finding.site, i.finding.message))
+    issues.sort(key=lambda i: (causes.rank(i.code), i.witness.steps, i.finding.site, i.finding.message))
     return causes.group(issues)

@@ -212,7 +212,7 @@ def _issue(result: Result, v: IssueView, k: int) -> str:
             line = result.sites[c.finding.site].span.line if 0 <= c.finding.site < len(result.sites) else 0
             parts.append(f'<li data-code="{escape(c.code)}"><b>{escape(c.code)}</b>{" (latent)" if c.severity == "latent" else ""}'
                          f'{f", line {line}" if line else ""}: {escape(c.finding.message)} ({escape(c.led_by)}; '
-                         f'{len(c.witness.path)} steps)</li>')
+                         f'{c.witness.steps} steps)</li>')
         parts.append("</ul>")
     title = f"counterexample: {len(v.trace.steps)} steps" + (f" ({v.config_text})" if v.config_text else "")
     parts.append(f"<h3>{escape(title)}</h3>")

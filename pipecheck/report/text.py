@@ -158,7 +158,7 @@ def consequence_lines(result: Result, issue) -> list[str]:
         where = f"line {span.line}: " if span is not None else ""
         sev = " (latent)" if c.latent and not issue.latent else ""
         out.extend(textwrap.wrap(f"- {c.code}{sev}, {where}{c.finding.message} ({c.led_by}; "
-                                 f"{len(c.witness.path)} steps)", 100, initial_indent="  ", subsequent_indent="    "))
+                                 f"{c.witness.steps} steps)", 100, initial_indent="  ", subsequent_indent="    "))
     return out
 
 

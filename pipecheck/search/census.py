@@ -76,7 +76,7 @@ def census(model: Model, exploration: Any) -> dict | None:
     ex = exploration.extra
     reduction = None
     if "reduced" in ex:
-        reduction = {"reduced_states": ex["reduced"], "unreduced_states": ex["full"],
+        reduction = {"reduced_states": ex["reduced"], "unreduced_states": ex["full"], "chained": ex.get("chained", 0),
                      "sets": [{"processes": "+".join(kind), "states": n} for kind, n in ex["sets"]]}
     return {"states": exploration.states, "roles": roles, "classes": classes, "parts": parts,
             "reduction": reduction}
@@ -117,4 +117,7 @@ def render_census(census_data: dict, head: str) -> str:
         sets = ", ".join(f"{s['processes']} {s['states']:,}" for s in red["sets"][:6])
         out.append(f"  partial-order reduction: a smaller set in {red['reduced_states']:,} states ({sets}); "
                    f"every enabled process in {red['unreduced_states']:,}")
+        if red.get("chained"):
+            out.append(f"  private runs: {red['chained']:,} steps taken within a thread group's move, with no state "
+                       "of their own")
     return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..core.records import record
+from .chains import CHAIN
 
 
 class TransitionSystem(Protocol):
@@ -47,6 +48,11 @@ class Found:
     path: tuple  # actions from the initial state; the last one raised the finding (none for terminal findings)
     terminal: bool
     after_first: bool = False  # found by Limits.after_first, past the first finding
+
+    @property
+    def steps(self) -> int:
+        """How many steps the witness shows: a private run (chains.py) is one action of several steps."""
+        return sum(len(a[1]) if a[0] == CHAIN else 1 for a in self.path)
 
 
 @dataclass
@@ -185,7 +191,12 @@ def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[An
         return memo[key]
     state = system.initial()
     out = []
+    steps = getattr(system, "steps", None)
     for action in path:
+        if action[0] == CHAIN and steps is not None:  # a private run (chains.py): each of its steps
+            out.extend(steps(state, action))
+            state = out[-1][1]
+            continue
         state, findings = system.step(state, action)
         out.append((action, state, findings))
     if memo is None:

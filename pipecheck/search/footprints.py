@@ -16,6 +16,7 @@ from ..model import semantics as S
 from ..model.compiled import compile_ref
 from ..model.ir import (INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
+from .chains import follow
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
 if TYPE_CHECKING:
@@ -52,6 +53,13 @@ class Footprints:
         if action[0] == "t":
             return ("g", action[1], action[2])
         return action[:2]
+
+    def chain(self, s: "State", move: tuple, keys: tuple, commutes: Callable[[list], bool]) -> tuple:
+        """The move of the thread groups `keys` (the mover first) that alone are persistent in s, run on through
+        their private steps (search/chains.py)."""
+        if any(k[0] != "g" for k in keys):
+            return move
+        return follow(self.m, self.op, s, move, tuple((k[1], k[2]) for k in keys), commutes)
 
     def _written(self, c: int) -> tuple[int, ...]:
         """The buffers class c may write with ordinary stores (an index it computes: the whole array)."""

@@ -363,12 +363,12 @@ def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int
 
 
 def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | None = None,
-               flat: Flat | None = None) -> set | None:
+               flat: Flat | None = None, index: list | None = None) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
     `wins` counts, per process key, how often it alone was a persistent set before: those seeds are
     tried first (any order gives a persistent set; a good one saves the failing tries). `flat` keeps the walks'
-    plans and results across states (one per search)."""
+    plans and results across states (one per search). `index` gets the state's `_Index` (for `commutes`)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
@@ -380,6 +380,8 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
     else:
         order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
     ix = _Index(procs, flat if flat is not None else Flat())
+    if index is not None:
+        index.append(ix)
     if not any(p.bundle for p in procs):
         # Without lockstep bundles the loop below stops at the first seed whose closure holds one enabled process,
         # and a closure only grows: so that seed is found as well by giving up each closure as soon as it takes in
@@ -538,30 +540,7 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, Any]) -> frozenset | N
         t = t | {ix.keys[i] for i in unbounded}
         return None if len(t) == len(procs) else t
     heads = [procs[ix.where[k]] for k in t]
-    head_fps = [h.ops[0].footprint for h in heads if h.enabled]
-    # conflicts and loudness matter only for the objects the enabled heads touch
-    objs = {e[0] for fp in head_fps for e in fp}
-    by_obj: dict[Any, list[tuple[list[int], tuple, int]]] = {}  # object -> (the processes of a kind, entry, times)
-    shapes = ix.shapes
-    for obj in objs:
-        found = []  # (members, entry, how many of the kind's ops before its position have it)
-        for k, members in pos:
-            for e, first, js in _distinct(shapes[members[0]], obj):
-                if first >= k:
-                    break
-                found.append((members, e, len(js) if js[-1] < k else bisect_left(js, k)))
-        if found:
-            by_obj[obj] = found
-    loud = _loudness([(e, 1) for fp in head_fps for e in fp]
-                     + [(e, n * len(mem)) for lst in by_obj.values() for mem, e, n in lst], budgets)
-    add: set = set()
-    for fp in head_fps:
-        for e in fp:
-            for members, e2, _ in by_obj.get(e[0], ()):
-                if ix.keys[members[-1]] in add:
-                    continue
-                if _conflict((e,), (e2,), loud):
-                    add.update(ix.keys[i] for i in members)
+    add = _conflicting(ix, pos, [h.ops[0].footprint for h in heads if h.enabled], budgets, False)
     for h in heads:
         if h.enabled:
             continue
@@ -581,14 +560,56 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, Any]) -> frozenset | N
     return None if len(t) == len(procs) else t
 
 
+def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, Any], first: bool) -> set:
+    """The keys of the processes outside a set whose operations within reach (`pos`, from `_reach`) conflict with
+    the set's head footprints `head_fps`; with `first`, stop at the first such process."""
+    # conflicts and loudness matter only for the objects the heads touch
+    objs = {e[0] for fp in head_fps for e in fp}
+    by_obj: dict[Any, list[tuple[list[int], tuple, int]]] = {}  # object -> (the processes of a kind, entry, times)
+    shapes = ix.shapes
+    for obj in objs:
+        found = []  # (members, entry, how many of the kind's ops before its position have it)
+        for k, members in pos:
+            for e, first_at, js in _distinct(shapes[members[0]], obj):
+                if first_at >= k:
+                    break
+                found.append((members, e, len(js) if js[-1] < k else bisect_left(js, k)))
+        if found:
+            by_obj[obj] = found
+    loud = _loudness([(e, 1) for fp in head_fps for e in fp]
+                     + [(e, n * len(mem)) for lst in by_obj.values() for mem, e, n in lst], budgets)
+    add: set = set()
+    for fp in head_fps:
+        for e in fp:
+            for members, e2, _ in by_obj.get(e[0], ()):
+                if ix.keys[members[-1]] in add:
+                    continue
+                if _conflict((e,), (e2,), loud):
+                    add.update(ix.keys[i] for i in members)
+                    if first:
+                        return add
+    return add
+
+
+def commutes(ix: _Index, keys: frozenset, budgets: Mapping[Any, Any], footprints: list) -> bool:
+    """Whether operations with these footprints, run by the processes `keys` alone, commute with everything the
+    other processes of `ix`'s state can do before those move: the closure's test of `keys` (`_grow`) for other
+    heads."""
+    _, pos, unbounded = _reach(ix, keys)
+    return not unbounded and not _conflicting(ix, pos, footprints, budgets, True)
+
+
 class Reduced:
     """A transition system that offers, in each state, only the transitions of a persistent set."""
 
-    def __init__(self, system: Any, describer: ReducibleSystem | None = None):
+    def __init__(self, system: Any, describer: ReducibleSystem | None = None, chains: bool = False):
         """`describer` names the process of each action and describes the processes of a state (footprints);
-        by default the system describes itself."""
+        by default the system describes itself. `chains`: a thread group that alone is persistent runs on
+        through its private steps in one move (the describer's `chain`, search/chains.py)."""
         self.system = system
         self.describer = describer if describer is not None else system
+        self._chain = getattr(self.describer, "chain", None) if chains else None
+        self.chained = 0  # steps taken within runs, past each run's first (--stats)
         self.reduced_states = 0
         self.flat = Flat()  # the walks' plans and results, kept across states
         self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
@@ -600,37 +621,48 @@ class Reduced:
         # mapping: only the persistent ones are then mapped (the choice depends on the state alone)
         self._raw = getattr(system, "raw_successors", system.successors)
         self._canon = getattr(system, "canon_successors", None)
-        # a system may also offer its successors in two parts: moves, and (action, build) pairs of those it makes
-        # only when asked (the reduction keeps few of them)
-        self._split = getattr(system, "split_successors", None)
+        # a system may also offer its successors per process as (action, moves), the moves a list or a function
+        # that makes it when asked (the reduction keeps few of them)
+        self._lazy = getattr(system, "lazy_successors", None)
 
     def initial(self) -> Any:
         return self.system.initial()
 
     def successors(self, state: Any) -> list:
-        if self._split is None:
-            succ = self._raw(state)
-            lazy: list = []
-        else:
-            succ, lazy = self._split(state)
         process_of = self.describer.process_of
-        if len(succ) + len(lazy) > 1:
-            keys = {process_of(a) for a, _, _ in succ}
-            keys.update(process_of(a) for a, _ in lazy)
-            if len(keys) > 1:
-                procs, budgets = self.describer.processes(state, keys)
-                t = persistent(procs, budgets, self.wins, self.flat)
-                if t is not None:
-                    self.reduced_states += 1
-                    kind = tuple(sorted(k[0] for k in t if k in keys))
-                    self.sets[kind] = self.sets.get(kind, 0) + 1
-                    succ = [x for x in succ if process_of(x[0]) in t]
-                    lazy = [x for x in lazy if process_of(x[0]) in t]
-                else:
-                    self.full += 1
-        if lazy:
-            succ = succ + [build() for _, build in lazy]
+        if self._lazy is None:
+            moves = [(a, [(a, t, f)]) for a, t, f in self._raw(state)]
+        else:
+            moves = self._lazy(state)
+        keys = {process_of(a) for a, _ in moves}
+        t: set | None = None
+        if len(keys) > 1:
+            procs, budgets = self.describer.processes(state, keys)
+            seen: list = []
+            t = persistent(procs, budgets, self.wins, self.flat, seen)
+            if t is not None:
+                self.reduced_states += 1
+                kind = tuple(sorted(k[0] for k in t if k in keys))
+                self.sets[kind] = self.sets.get(kind, 0) + 1
+                moves = [x for x in moves if process_of(x[0]) in t]
+            else:
+                self.full += 1
+        succ = [x for _, made in moves for x in (made() if callable(made) else made)]
+        if t is not None and self._chain is not None and len(succ) == 1:
+            succ = [self._run(state, succ[0], seen[0], process_of(succ[0][0]), frozenset(t), budgets)]
         return succ if self._canon is None else self._canon(succ)
+
+    def _run(self, state: Any, move: tuple, ix: _Index, key: Any, t: frozenset, budgets: Mapping[Any, Any]) -> tuple:
+        """The one move of process `key` (with the processes it moves with), the only move of the persistent set
+        `t`, run on through its private steps. The processes of `t` that cannot move stay so while the move's
+        steps change only where its own groups stand."""
+        bundle = ix.procs[ix.where[key]].bundle or (key,)
+        if bundle[0] != key or {k for k in t if ix.enabled[ix.where[k]]} != set(bundle):
+            return move
+        out = self._chain(state, move, bundle, lambda fps: commutes(ix, t, budgets, fps))
+        if out is not move:
+            self.chained += len(out[0][1]) - 1
+        return out
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:
         return self.system.terminal_findings(state)
@@ -638,8 +670,11 @@ class Reduced:
     def step(self, state: Any, action: Any) -> Any:
         return self.system.step(state, action)
 
+    def steps(self, state: Any, action: Any) -> list:
+        return self.system.steps(state, action)
+
     def stats(self) -> dict:
         """What the reduction did, for `explore`'s record of the search: states where it offered a smaller set
         (by the kinds of process in the set), states where it offered every enabled process."""
-        return {"reduced": self.reduced_states, "full": self.full,
+        return {"reduced": self.reduced_states, "full": self.full, "chained": self.chained,
                 "sets": sorted(self.sets.items(), key=lambda kv: (-kv[1], kv[0]))}

@@ -101,9 +101,10 @@ class Symmetric:
         """The model's successors of s, not yet canonical (por.Reduced maps only those it keeps)."""
         return self.model.successors(s)
 
-    def split_successors(self, s: State) -> tuple[list, list]:
-        """The model's successors of s in its two parts (thread moves, events to build), not yet canonical."""
-        return self.model.split_successors(s)
+    def lazy_successors(self, s: State) -> list:
+        """The model's successors of s per group and event, made when asked (`Model.lazy_successors`), not yet
+        canonical."""
+        return self.model.lazy_successors(s)
 
     def canon_successors(self, succ: list) -> list:
         return [(a, self.canon(t), f) for a, t, f in succ]
@@ -111,6 +112,13 @@ class Symmetric:
     def step(self, s: State, action: Any):
         t, f = self.model.step(s, action)
         return self.canon(t), f
+
+    def steps(self, s: State, action: Any) -> list:
+        """`Model.steps`, with the state after the last step canonical (as `step` leaves it)."""
+        out = self.model.steps(s, action)
+        a, t, f = out[-1]
+        out[-1] = (a, self.canon(t), f)
+        return out
 
     def terminal_findings(self, s: State):
         return self.model.terminal_findings(s)

@@ -209,8 +209,9 @@ KERNELS = [
           "decodes the response (query_cancel) and releases it after a __syncwarp", source="clc_mini.cu",
           arch="sm_100a", expect=[("", "verified", "")]),
     _mini("clc_mini_bug_read_before_wait", ["-DBUG_READ_BEFORE_WAIT"],
-          "planted: the consumer decodes the response before waiting for it", source="clc_mini.cu", arch="sm_100a",
-          expect=[("", "stale-read", "")]),
+          "planted: the consumer decodes the response before waiting for it (before the response lands: stale-read; "
+          "while the next one is in flight: overwrite)", source="clc_mini.cu", arch="sm_100a",
+          expect=[("", "overwrite, stale-read", "clc in {1, 2}")]),
     _mini("clc_mini_bug_no_clc_release", ["-DBUG_NO_CLC_RELEASE"],
           "planted: the consumer never releases the response", source="clc_mini.cu", arch="sm_100a",
           expect=[("", "hang", "clc in {1, 2}")]),
