@@ -775,7 +775,7 @@ class Model:
         if (c, pc) in self.partners:
             self._together(s, c, gi, pc, out)
             return
-        members = self.meeting(s, c, gi)
+        members = self.meeting(s, c, gi) if ins.op is COLL else None  # (a meeting is a collective)
         if members is None:
             self._thread(s, c, gi, pc, env, m, ins, out)
         elif members[0] == (c, gi):  # the first member moves them all; the others have no move of their own

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import semantics as S
 from ..model.compiled import compile_ref
-from ..model.ir import (INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
+from ..model.ir import (COLL, INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
                         TMA_LOAD, WRITE, EvalError, RConst)
 from .chains import follow
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
@@ -588,7 +588,10 @@ class Footprints:
         model = self.m
         out: dict[tuple, tuple] = {}
         for c in self.meets:
-            for gi in range(len(s.locs[c])):
+            code = model.code[c]
+            for gi, ((pc, _), _) in enumerate(s.locs[c]):
+                if code[pc].op is not COLL:  # (a meeting is a collective)
+                    continue
                 members = model.meeting(s, c, gi)
                 if members is not None and members[0] == (c, gi):
                     keys = tuple(("g", mc, gj) for mc, gj in members)
