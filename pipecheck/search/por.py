@@ -366,8 +366,9 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
                flat: Flat | None = None, index: list | None = None) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
-    `wins` counts, per process key, how often it alone was a persistent set before: those seeds are
-    tried first (any order gives a persistent set; a good one saves the failing tries). `flat` keeps the walks'
+    `wins` holds, per process key, when it alone was last a persistent set (a count of wins, under the key None):
+    the most recent winners are tried first (any order gives a persistent set; a good one saves the failing tries,
+    and the process that was alone persistent a few states ago most often is again). `flat` keeps the walks'
     plans and results across states (one per search). `index` gets the state's `_Index` (for `commutes`)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
@@ -392,7 +393,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
                 if wins is not None:
-                    wins[seed.key] = wins.get(seed.key, 0) + 1
+                    _won(wins, seed.key)
                 return set(t)
             # its growth passed through the set it stopped at, and goes on from there as it would have
             starts.append((seed, stop[0]))
@@ -410,9 +411,15 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
             best, best_n = set(t), n
             if n == 1 or len(t) == len(_bundled(ix, frozenset((seed.key,)))):  # one move: none is smaller
                 if wins is not None:
-                    wins[seed.key] = wins.get(seed.key, 0) + 1
+                    _won(wins, seed.key)
                 break
     return best
+
+
+def _won(wins: dict, key: Any) -> None:
+    """Record that process `key` alone was a persistent set, as the latest win (`persistent`'s seed order)."""
+    wins[None] = tick = wins.get(None, 0) + 1
+    wins[key] = tick
 
 
 def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, Any], bound: int,
@@ -612,7 +619,7 @@ class Reduced:
         self.chained = 0  # steps taken within runs, past each run's first (--stats)
         self.reduced_states = 0
         self.flat = Flat()  # the walks' plans and results, kept across states
-        self.wins: dict = {}  # how often each process alone was persistent (seed order, see persistent)
+        self.wins: dict = {}  # when each process alone was last persistent (seed order, see persistent)
         # per kind of persistent set (the sorted kinds of its processes: "g" thread groups, "l" landings, "m"
         # MMA units, "s" bulk stores, "k" commit arrivals, "x" exits), how many states offered only it (--stats)
         self.sets: dict[tuple, int] = {}
