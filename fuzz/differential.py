@@ -262,21 +262,27 @@ class Watchdog(BaseException):
     """One spec ran past its CPU budget."""
 
 
-def _alarm(signum, frame):
-    raise Watchdog()
-
-
 def compare_guarded(path: str | Path, cpu_seconds: int = 120, **kw) -> Comparison:
-    """`compare` with a CPU watchdog (ITIMER_VIRTUAL): a spec past it is skipped, and says so."""
-    old = signal.signal(signal.SIGVTALRM, _alarm)
+    """`compare` with a CPU watchdog (ITIMER_VIRTUAL): a spec past it is skipped, and says so. The watchdog may fire
+    inside a z3 call, whose ctypes layer wraps it in another exception (an ArgumentError, an exception group): so
+    whatever comes out once it has fired counts as the watchdog."""
+    fired: list = []
+
+    def alarm(signum, frame):
+        fired.append(True)
+        raise Watchdog()
+
+    old = signal.signal(signal.SIGVTALRM, alarm)
     signal.setitimer(signal.ITIMER_VIRTUAL, cpu_seconds, 1.0)
     try:
         try:
             return compare(path, **kw)
         finally:  # the repeating timer may fire here too: the outer handler catches that
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-    except Watchdog:
+    except BaseException:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        if not fired:
+            raise
         c = Comparison()
         c.skipped.append(f"watchdog: past {cpu_seconds} CPU seconds")
         return c

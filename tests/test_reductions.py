@@ -198,8 +198,7 @@ def test_a_private_run_is_one_move(name):
     """A thread group that alone is persistent runs on through its reads and passing waits in one move
     (search/chains.py): the same findings and terminal states as the persistent-set search that stops in
     every state, fewer states, and each run's steps replay one by one for the report."""
-    from pipecheck.search.chains import CHAIN
-    from pipecheck.search.explore import explore, replay
+    from pipecheck.search.explore import CHAIN, explore, replay
     from pipecheck.search.footprints import Footprints
     from pipecheck.search.por import Reduced
     model = _model(name, True, 1)

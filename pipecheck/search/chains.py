@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..model.ir import (ARRIVE, ARRIVE_DROP, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC, CP_ASYNC_ARRIVE, EXPECT_TX,
                         FENCE_PROXY, MMA, MMA_COMMIT, MMA_WAIT, READ, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE)
+from .explore import CHAIN
 
 if TYPE_CHECKING:
     from ..model.state import State
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 # the run by changing more than where the group stands)
 _RUNS = frozenset({READ, WAIT, MMA_WAIT, WAIT_GROUP, ARRIVE, ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, TMA_LOAD, MMA,
                    MMA_COMMIT, COMMIT_GROUP, TMA_STORE, WRITE, FENCE_PROXY, CP_ASYNC, CP_ASYNC_ARRIVE})
-
-CHAIN = "c"  # the action of a run: (CHAIN, (the steps' actions))
-
 
 def private(before: "State", after: "State") -> bool:
     """Whether a step changed nothing but where thread groups stand (a model step keeps every other part

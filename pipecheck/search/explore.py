@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..core.records import record
-from .chains import CHAIN
 
 
 class TransitionSystem(Protocol):
@@ -20,6 +19,7 @@ class TransitionSystem(Protocol):
     def terminal_findings(self, state: Any) -> Sequence[Any]: ...
 
 
+CHAIN = "c"  # the action of one move that takes several steps: (CHAIN, (step, step, ...)) (chains.py)
 CHECK_INTERVAL = 0.05  # seconds between checks of --timeout and --max-memory
 
 
