@@ -71,7 +71,7 @@ def follow(model: "Model", op_of: Callable[["State", tuple], Any], s: "State", m
                 break
             places.append(here)
         else:
-            if _runs_on(model, groups, places):
+            if _runs_on(model, t, groups, places):
                 descs = [d for (c, _), m, (_, (pc, env)) in zip(groups, counts, places)
                          for d in model.statement(c, pc, env, m) or (None,)]
                 if None not in descs and commutes([op_of(t, d).footprint for d in descs]):
@@ -89,9 +89,10 @@ def follow(model: "Model", op_of: Callable[["State", tuple], Any], s: "State", m
     return (CHAIN, tuple(steps)), t, found
 
 
-def _runs_on(model: "Model", groups: tuple[tuple[int, int], ...], places: list[tuple[int, tuple]]) -> bool:
-    """Whether the groups' next statements are one move of theirs alone that a run may take: a statement of
-    `_RUNS` for each, and for several groups, a --lockstep statement of exactly these lanes (for one, none)."""
+def _runs_on(model: "Model", t: "State", groups: tuple[tuple[int, int], ...], places: list[tuple[int, tuple]]) -> bool:
+    """Whether the groups' next statements in `t` are one move of theirs alone that a run may take: a statement of
+    `_RUNS` for each, and for several groups, a --lockstep statement of exactly these lanes (for one, none), whose
+    move takes these very groups (it runs the first group of each class standing at its place)."""
     pcs = []
     for (c, _), (_, (pc, _)) in zip(groups, places):
         if model.code[c][pc].op not in _RUNS:
@@ -100,4 +101,5 @@ def _runs_on(model: "Model", groups: tuple[tuple[int, int], ...], places: list[t
     together = model.partners.get(pcs[0])
     if len(pcs) == 1:
         return together is None
-    return together is not None and list(together) == pcs
+    return together is not None and list(together) == pcs and all(
+        model.group_at(t, c, pc) == gi for (c, pc), (gi, _) in zip(pcs, places))
