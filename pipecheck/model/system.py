@@ -432,11 +432,8 @@ class Model:
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:
         if action[0] == "c":  # a group's private run taken as one move (search/chains.py): its steps in turn
-            found: tuple = ()
-            for sub in action[1]:
-                s, f = self.step(s, sub)
-                found += f
-            return s, found
+            done = self.steps(s, action)
+            return done[-1][1], tuple(f for _, _, fs in done for f in fs)
         for a, t, f in self._moves(s, action):
             if a == action:
                 return t, f

@@ -65,8 +65,8 @@ class Options:
     @property
     def chains(self) -> bool:
         """Whether a thread group that alone is persistent runs on through its private steps in one move
-        (search/chains.py): part of the reduction, not for bmc (as `meetings`)."""
-        return self.reduce and self.engine != "bmc"
+        (search/chains.py): part of the reduction, not for bmc (the same condition as `meetings`)."""
+        return self.meetings
 
 
 @dataclass

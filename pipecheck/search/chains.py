@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 _RUNS = frozenset({READ, WAIT, MMA_WAIT, WAIT_GROUP, ARRIVE, ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, TMA_LOAD, MMA,
                    MMA_COMMIT, COMMIT_GROUP, TMA_STORE, WRITE, FENCE_PROXY, CP_ASYNC, CP_ASYNC_ARRIVE})
 
+
 def private(before: "State", after: "State") -> bool:
     """Whether a step changed nothing but where thread groups stand (a model step keeps every other part
     of the state as the same object when it does not change it)."""
@@ -64,29 +65,43 @@ def follow(model: "Model", op_of: Callable[["State", tuple], Any], s: "State", m
     steps = [action]
     before = s
     while True:
-        places = []
-        for (c, _), m in zip(groups, counts):
-            here = moved(before.locs[c], t.locs[c], m)
-            if here is None:
-                break
-            places.append(here)
-        else:
-            if _runs_on(model, t, groups, places):
-                descs = [d for (c, _), m, (_, (pc, env)) in zip(groups, counts, places)
-                         for d in model.statement(c, pc, env, m) or (None,)]
-                if None not in descs and commutes([op_of(t, d).footprint for d in descs]):
-                    nxt = model.group_successors(t, groups[0][0], places[0][0])
-                    if len(nxt) == 1:
-                        a, u, f = nxt[0]
-                        steps.append(a)
-                        found += f
-                        before, t = t, u
-                        if not f and private(before, t):
-                            continue
-        break
+        nxt = _next_step(model, op_of, before, t, groups, counts, commutes)
+        if nxt is None:
+            break
+        a, u, f = nxt
+        steps.append(a)
+        found += f
+        before, t = t, u
+        if f or not private(before, t):
+            break
     if len(steps) == 1:
         return move
     return (CHAIN, tuple(steps)), t, found
+
+
+def _next_step(model: "Model", op_of: Callable[["State", tuple], Any], before: "State", t: "State",
+               groups: tuple[tuple[int, int], ...], counts: list[int], commutes: Callable[[list], bool]) -> tuple | None:
+    """The groups' one move in `t`, reached from `before` by their last step, where a run may take it: each group
+    still itself (`moved`), its statement one of `_RUNS` (`_runs_on`), commuting with the reach, and the only
+    move the model gives them; else None."""
+    places = []
+    for (c, _), m in zip(groups, counts):
+        here = moved(before.locs[c], t.locs[c], m)
+        if here is None:
+            return None
+        places.append(here)
+    if not _runs_on(model, t, groups, places):
+        return None
+    footprints = []
+    for (c, _), m, (_, (pc, env)) in zip(groups, counts, places):
+        descs = model.statement(c, pc, env, m)
+        if descs is None:
+            return None
+        footprints.extend(op_of(t, d).footprint for d in descs)
+    if not commutes(footprints):
+        return None
+    nxt = model.group_successors(t, groups[0][0], places[0][0])
+    return nxt[0] if len(nxt) == 1 else None
 
 
 def _runs_on(model: "Model", t: "State", groups: tuple[tuple[int, int], ...], places: list[tuple[int, tuple]]) -> bool:
