@@ -159,6 +159,7 @@ class ReducibleSystem(Protocol):
 
 
 _QUIET = frozenset({"r", "c", "u", "t"})
+_QUIET_ALL: Mapping[Any, int] = {}  # every object silent: only the conflicts no loudness can lift
 _COUNTS = frozenset({"c", "u"})
 
 
@@ -190,6 +191,9 @@ class Flat:
         self.ids: dict[Any, int] = {}
         self._by_obj: dict[int, tuple] = {}  # id(plan) -> (plan, its rows): the entry keeps the plan alive
         self._rows: dict[tuple, tuple] = {}  # a row by name -> by id (plans of one future share most rows)
+        # id(rows) -> (rows, what they need most of / provide): the entry keeps the rows alive
+        self._needs: dict[int, tuple] = {}
+        self._provided: dict[int, tuple] = {}
 
     def rid(self, res: Any) -> int:
         i = self.ids.get(res)
@@ -213,6 +217,33 @@ class Flat:
             out.append(hit)
         return tuple(out)
 
+    def needed(self, rows: tuple) -> dict[int, int]:
+        """Per resource id, the most any of these rows needs of it."""
+        hit = self._needs.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        need: dict[int, int] = {}
+        for needs, _, _ in rows:
+            if needs is not None:
+                for res, amount in needs:
+                    if need.get(res, 0) < amount:
+                        need[res] = amount
+        if len(self._needs) >= _SUMMARIES_KEPT:
+            self._needs.clear()
+        self._needs[id(rows)] = (rows, need)
+        return need
+
+    def provided(self, rows: tuple) -> frozenset:
+        """The resource ids these rows provide any of."""
+        hit = self._provided.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        out = frozenset(res for _, prov, _ in rows for res, _ in prov)
+        if len(self._provided) >= _SUMMARIES_KEPT:
+            self._provided.clear()
+        self._provided[id(rows)] = (rows, out)
+        return out
+
     def of(self, plan: tuple) -> tuple:
         """The rows of a plan the model keeps (one object per op list)."""
         hit = self._by_obj.get(id(plan))
@@ -226,6 +257,7 @@ class Flat:
 
 
 _FLAT_KEPT = 200_000  # plans kept with their rows (then dropped all at once: memory stays bounded)
+_SUMMARIES_KEPT = 20_000  # rows kept with what they need and provide (`Flat.needed`, `Flat.provided`)
 
 
 class _Index:
@@ -255,7 +287,15 @@ class _Index:
             self.kind_plan.append(flat.of(p.plan) if p.plan is not None else flat.rows(plan_of(p.ops, shapes[i])))
             self.kind_head.append(p.enabled)
             self.kind_whole.append(p.exhaustive)
+        self.kind_of = [0] * len(procs)
+        for g, members in enumerate(self.kinds):
+            for i in members:
+                self.kind_of[i] = g
         self._provides: list[frozenset] | None = None
+        self._need: dict[int, int] = {}  # per resource id, `need_of`
+        self._heads: dict | None = None  # `enabled_heads`
+        self._supply: dict[int, int] | None = None
+        self.base_ats: list[int] = []  # where each kind stands in the walk of everyone (`_reach` of no process)
         self.reach_memo: dict[frozenset, Reach] = {}
         self.close_memo: dict[frozenset, frozenset | None] = {}
 
@@ -272,6 +312,39 @@ class _Index:
         return self._provides
 
 
+    def enabled_heads(self) -> dict[Any, list[tuple[int, tuple]]]:
+        """Per object, the footprint entries of the enabled processes' head ops (their spawns included) that touch
+        it, as (process index, entry)."""
+        if self._heads is None:
+            heads: dict[Any, list[tuple[int, tuple]]] = {}
+            for i, p in enumerate(self.procs):
+                if p.enabled and p.ops:
+                    for e in p.ops[0].all_footprint:
+                        heads.setdefault(e[0], []).append((i, e))
+            self._heads = heads
+        return self._heads
+
+    def need_of(self, res: int) -> int:
+        """The most any run of any process needs of resource `res` (0: none needs it)."""
+        need = self._need.get(res)
+        if need is None:
+            needed = self.flat.needed
+            need = self._need[res] = max((needed(plan).get(res, 0) for plan in self.kind_plan), default=0)
+        return need
+
+    def first_supply(self) -> dict[int, int]:
+        """Per resource id, what the enabled processes' first runs provide: those run whatever else happens."""
+        if self._supply is None:
+            supply: dict[int, int] = {}
+            for g, members in enumerate(self.kinds):
+                plan = self.kind_plan[g]
+                if self.kind_head[g] and plan:
+                    for res, amount in plan[0][1]:
+                        supply[res] = supply.get(res, 0) + amount * len(members)
+            self._supply = supply
+        return self._supply
+
+
 Reach = tuple[list, list[tuple[int, list[int]]], list[int]]
 
 
@@ -283,6 +356,10 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
     hit = ix.reach_memo.get(frozen)
     if hit is not None:
         return hit
+    if frozen and _saturated(ix, frozen):
+        out = _without(ix, frozen)
+        ix.reach_memo[frozen] = out
+        return out
     keys = ix.keys
     live = []  # (kind, its members outside frozen)
     for g, members in enumerate(ix.kinds):
@@ -290,6 +367,8 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
         if left_in:
             live.append((g, left_in))
     avail, ats = _walk(ix, live)
+    if not frozen:
+        ix.base_ats = ats
     pos = []
     unbounded = []
     kind_plan = ix.kind_plan
@@ -302,6 +381,56 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
     out = (avail, pos, unbounded)
     ix.reach_memo[frozen] = out
     return out
+
+
+def _saturated(ix: _Index, frozen: frozenset) -> bool:
+    """Whether every resource the processes of `frozen` may provide is one that nothing needs more of than the
+    enabled processes outside `frozen` provide by their first runs alone (which run whatever happens): then every
+    need of the walk is met with or without them, and the walk without them is the walk of everyone, less them."""
+    where, kind_of, kind_plan, kind_head = ix.where, ix.kind_of, ix.kind_plan, ix.kind_head
+    # (only for processes of one run, asynchronous operations most often, where a twin's landing supplies the same
+    # resource: a thread's future most often provides arrivals someone waits for, and the test would cost more than
+    # it saves)
+    if any(len(kind_plan[kind_of[where[key]]]) > 1 for key in frozen):
+        return False
+    provided = ix.flat.provided
+    own_first: dict[int, int] | None = None  # what the frozen processes' own first runs add to that supply
+    for key in frozen:
+        for res in provided(kind_plan[kind_of[where[key]]]):
+            need = ix.need_of(res)
+            if not need:
+                continue
+            if own_first is None:
+                own_first = {}
+                for k in frozen:
+                    g = kind_of[where[k]]
+                    if kind_head[g]:
+                        for r, amount in kind_plan[g][0][1]:
+                            own_first[r] = own_first.get(r, 0) + amount
+            if ix.first_supply().get(res, 0) - own_first.get(res, 0) < need:
+                return False
+    return True
+
+
+def _without(ix: _Index, frozen: frozenset) -> Reach:
+    """`_reach` of `frozen` when `_saturated`: the reach of everyone with `frozen`'s processes and what they
+    provided taken out (the same walk for every other process, as the walk is a least fixpoint)."""
+    avail, pos, unbounded = _reach(ix, frozenset())
+    ats = ix.base_ats
+    where, kind_of, kind_plan = ix.where, ix.kind_of, ix.kind_plan
+    avail = avail.copy()
+    kept = pos.copy()  # the walk of everyone has every kind, in order: kind g is entry g
+    out = set()
+    for key in frozen:
+        i = where[key]
+        out.add(i)
+        g = kind_of[i]
+        for _, prov, _ in kind_plan[g][:ats[g]]:
+            for res, amount in prov:
+                avail[res] -= amount
+        k, members = kept[g]
+        kept[g] = (k, [j for j in members if j != i])
+    return avail, [e for e in kept if e[1]], [i for i in unbounded if i not in out] if unbounded else unbounded
 
 
 def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int]]:
@@ -389,6 +518,9 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
         # a second enabled process (most seeds that fail, fail there), and the loop runs only when none has one.
         starts: list = []
         for seed in order:
+            if _clashes(ix, seed):  # it fails here: its closure is grown in the loop below, if that runs
+                starts.append((seed, frozenset((seed.key,))))
+                continue
             stop: list = []
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
@@ -414,6 +546,18 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
                     _won(wins, seed.key)
                 break
     return best
+
+
+def _clashes(ix: _Index, seed: Process) -> bool:
+    """Whether the head of process `seed` conflicts, however loud its objects, with the head of another enabled
+    process: that head is in every reach without `seed`, so `seed`'s closure takes in a second enabled process."""
+    heads = ix.enabled_heads()
+    me = ix.where[seed.key]
+    for e in seed.ops[0].footprint:
+        for i, e2 in heads.get(e[0], ()):
+            if i != me and _conflict((e,), (e2,), _QUIET_ALL):
+                return True
+    return False
 
 
 def _won(wins: dict, key: Any) -> None:
