@@ -255,7 +255,7 @@ def test_shortcuts_of_the_closure_are_exact(name, ov):
                     assert d_avail + [0] * (len(avail) - len(d_avail)) == avail
                     assert d_unbounded == [i for (g, m), r in zip(live, ats) if r == len(ix.kind_plan[g])
                                            and not ix.kind_whole[g] for i in m]
-                if p.enabled and por._clashes(ix, p):
+                if p.enabled and por._clashes(ix, p) is not None:
                     seen["clash"] += 1
                     assert por._close(ix, frozen, budgets, 2) is None
             return super().successors(state)

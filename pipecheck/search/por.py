@@ -517,10 +517,16 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
         # and a closure only grows: so that seed is found as well by giving up each closure as soon as it takes in
         # a second enabled process (most seeds that fail, fail there), and the loop runs only when none has one.
         starts: list = []
+        tried: set = set()
         for seed in order:
-            if _clashes(ix, seed):  # it fails here: its closure is grown in the loop below, if that runs
-                starts.append((seed, frozenset((seed.key,))))
+            other = _clashes(ix, seed)
+            if other is not None:  # it fails here: its closure is grown in the loop below, if that runs
+                # (and not even there when that other head was a seed before it: a closure holds the closure of each
+                # of its members, so this one cannot have fewer enabled processes than that seed's)
+                starts.append((seed, None if ix.keys[other] in tried else frozenset((seed.key,))))
+                tried.add(seed.key)
                 continue
+            tried.add(seed.key)
             stop: list = []
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
@@ -548,16 +554,16 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
     return best
 
 
-def _clashes(ix: _Index, seed: Process) -> bool:
-    """Whether the head of process `seed` conflicts, however loud its objects, with the head of another enabled
-    process: that head is in every reach without `seed`, so `seed`'s closure takes in a second enabled process."""
+def _clashes(ix: _Index, seed: Process) -> int | None:
+    """Another enabled process whose head the head of process `seed` conflicts with, however loud their objects (its
+    index), or None: that head is in every reach without `seed`, so `seed`'s closure takes in that process too."""
     heads = ix.enabled_heads()
     me = ix.where[seed.key]
     for e in seed.ops[0].footprint:
         for i, e2 in heads.get(e[0], ()):
             if i != me and _conflict((e,), (e2,), _QUIET_ALL):
-                return True
-    return False
+                return i
+    return None
 
 
 def _won(wins: dict, key: Any) -> None:
