@@ -521,8 +521,10 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
         for seed in order:
             other = _clashes(ix, seed)
             if other is not None:  # it fails here: its closure is grown in the loop below, if that runs
-                # (and not even there when that other head was a seed before it: a closure holds the closure of each
-                # of its members, so this one cannot have fewer enabled processes than that seed's)
+                # (and not even there when that other head was a seed before it: this closure takes that seed in, and
+                # is seldom smaller than its closure, which was grown or passed over already; a closure is only ever
+                # larger than the one from that seed where freezing more cuts what the others can reach, and any
+                # closure is a persistent set, so passing it over costs states at most, never a finding)
                 starts.append((seed, None if ix.keys[other] in tried else frozenset((seed.key,))))
                 tried.add(seed.key)
                 continue
