@@ -293,6 +293,7 @@ class _Index:
                 self.kind_of[i] = g
         self._provides: list[frozenset] | None = None
         self._need: dict[int, int] = {}  # per resource id, `need_of`
+        self._needed: list | None = None  # per kind, `Flat.needed` of its plan
         self._heads: dict | None = None  # `enabled_heads`
         self._supply: dict[int, int] | None = None
         self.base_ats: list[int] = []  # where each kind stands in the walk of everyone (`_reach` of no process)
@@ -328,8 +329,14 @@ class _Index:
         """The most any run of any process needs of resource `res` (0: none needs it)."""
         need = self._need.get(res)
         if need is None:
-            needed = self.flat.needed
-            need = self._need[res] = max((needed(plan).get(res, 0) for plan in self.kind_plan), default=0)
+            if self._needed is None:
+                self._needed = [self.flat.needed(plan) for plan in self.kind_plan]
+            need = 0
+            for per_kind in self._needed:
+                n = per_kind.get(res)
+                if n is not None and n > need:
+                    need = n
+            self._need[res] = need
         return need
 
     def first_supply(self) -> dict[int, int]:
@@ -360,10 +367,15 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
         out = _without(ix, frozen)
         ix.reach_memo[frozen] = out
         return out
-    keys = ix.keys
+    where = ix.where
+    held = {where[k] for k in frozen}  # their process indices
     live = []  # (kind, its members outside frozen)
     for g, members in enumerate(ix.kinds):
-        left_in = [i for i in members if keys[i] not in frozen]
+        if len(members) == 1:
+            if members[0] not in held:
+                live.append((g, members))
+            continue
+        left_in = [i for i in members if i not in held]
         if left_in:
             live.append((g, left_in))
     avail, ats = _walk(ix, live)
@@ -729,7 +741,10 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
     for obj in objs:
         found = []  # (members, entry, how many of the kind's ops before its position have it)
         for k, members in pos:
-            for e, first_at, js in _distinct(shapes[members[0]], obj):
+            shape = shapes[members[0]]
+            if obj not in shape.touches:
+                continue
+            for e, first_at, js in shape.distinct.get(obj) or _distinct(shape, obj):
                 if first_at >= k:
                     break
                 found.append((members, e, len(js) if js[-1] < k else bisect_left(js, k)))
