@@ -222,7 +222,11 @@ class Symmetric:
                 seen = Counter(keys)
                 if owned is None:
                     owned = self._owned(s)
-                keys = [(k, self._signature(s, cls, (), where, owned) if seen[k] > 1 else b"")
+                # warps that stand together and own no record (no store, write, copy, commit, arrival or warp
+                # collective of theirs) have equal signatures: their order stays as it is without taking them
+                marked = {k for k, (where, cls) in zip(keys, members)
+                        if seen[k] > 1 and (any(c in owned for c in cls) or self._in_colls(s, where))}
+                keys = [(k, self._signature(s, cls, (), where, owned) if k in marked else b"")
                         for k, (where, cls) in zip(keys, members)]
             order = sorted(range(len(members)), key=keys.__getitem__)
             if order == list(range(len(members))):
@@ -235,6 +239,11 @@ class Symmetric:
         if not cmap:
             return s
         return self._rename(s, cmap, {}, {}, wmap)
+
+    @staticmethod
+    def _in_colls(s: State, warp: tuple) -> bool:
+        """Whether a warp-level collective of this warp has arrivals in s."""
+        return any(k[0] in _WARP_KEYS and k[1:5] == warp for k, _, _ in s.colls)
 
     def _rename(self, s: State, cmap: dict[int, int], umap: dict[int, int], imap: dict[tuple, int],
                 wmap: dict[tuple, int] | None = None) -> State:
