@@ -734,34 +734,47 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, Any]) -> frozenset | N
 def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, Any], first: bool) -> set:
     """The keys of the processes outside a set whose operations within reach (`pos`, from `_reach`) conflict with
     the set's head footprints `head_fps`; with `first`, stop at the first such process."""
-    # conflicts and loudness matter only for the objects the heads touch
-    objs = {e[0] for fp in head_fps for e in fp}
-    by_obj: dict[Any, list[tuple[list[int], tuple, int]]] = {}  # object -> (the processes of a kind, entry, times)
-    shapes = ix.shapes
-    for obj in objs:
-        found = []  # (members, entry, how many of the kind's ops before its position have it)
+    # conflicts and loudness matter only for the objects the heads touch; loudness only for the pairs of quiet entries
+    # (`_conflict`: any other pair conflicts or commutes however loud the object), and only through counted entries
+    heads: dict[Any, list[tuple]] = {}
+    for fp in head_fps:
+        for e in fp:
+            heads.setdefault(e[0], []).append(e)
+    keys, shapes = ix.keys, ix.shapes
+    add: set = set()
+    quiet: dict[Any, list[tuple[list[int], tuple]]] = {}  # object -> (the processes of a kind, quiet entry)
+    counted: list[tuple[tuple, int]] = []  # the counted entries in reach on those objects, with how often they run
+    for obj, hes in heads.items():
         for k, members in pos:
             shape = shapes[members[0]]
             if obj not in shape.touches:
                 continue
-            for e, first_at, js in shape.distinct.get(obj) or _distinct(shape, obj):
+            for e2, first_at, js in shape.distinct.get(obj) or _distinct(shape, obj):
                 if first_at >= k:
                     break
-                found.append((members, e, len(js) if js[-1] < k else bisect_left(js, k)))
-        if found:
-            by_obj[obj] = found
-    loud = _loudness([(e, 1) for fp in head_fps for e in fp]
-                     + [(e, n * len(mem)) for lst in by_obj.values() for mem, e, n in lst], budgets)
-    add: set = set()
-    for fp in head_fps:
-        for e in fp:
-            for members, e2, _ in by_obj.get(e[0], ()):
-                if ix.keys[members[-1]] in add:
-                    continue
-                if _conflict((e,), (e2,), loud):
-                    add.update(ix.keys[i] for i in members)
+                if e2[1] in _QUIET:
+                    if e2[1] != "r":
+                        counted.append((e2, (len(js) if js[-1] < k else bisect_left(js, k)) * len(members)))
+                    quiet.setdefault(obj, []).append((members, e2))
+                    hard = [he for he in hes if he[1] not in _QUIET]
+                else:
+                    hard = hes
+                if hard and keys[members[-1]] not in add and _conflict(tuple(hard), (e2,), _QUIET_ALL):
+                    add.update(keys[i] for i in members)
                     if first:
                         return add
+    if not quiet:
+        return add
+    loud = _loudness([(e, 1) for obj in quiet for e in heads[obj]] + counted, budgets)
+    for obj, pairs in quiet.items():
+        hes = tuple(he for he in heads[obj] if he[1] in _QUIET)
+        if not hes or loud.get(obj, _SILENT) == _SILENT:
+            continue
+        for members, e2 in pairs:
+            if keys[members[-1]] not in add and _conflict(hes, (e2,), loud):
+                add.update(keys[i] for i in members)
+                if first:
+                    return add
     return add
 
 
