@@ -736,15 +736,19 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
     the set's head footprints `head_fps`; with `first`, stop at the first such process."""
     # conflicts and loudness matter only for the objects the heads touch; loudness only for the pairs of quiet entries
     # (`_conflict`: any other pair conflicts or commutes however loud the object), and only through counted entries
-    heads: dict[Any, list[tuple]] = {}
+    heads: dict[Any, tuple] = {}
     for fp in head_fps:
         for e in fp:
-            heads.setdefault(e[0], []).append(e)
+            heads[e[0]] = heads.get(e[0], ()) + (e,)
     keys, shapes = ix.keys, ix.shapes
     add: set = set()
     quiet: dict[Any, list[tuple[list[int], tuple]]] = {}  # object -> (the processes of a kind, quiet entry)
     counted: list[tuple[tuple, int]] = []  # the counted entries in reach on those objects, with how often they run
     for obj, hes in heads.items():
+        loud_heads = tuple(he for he in hes if he[1] not in _QUIET)  # what a quiet entry meets, however loud
+        quiet_heads = len(loud_heads) < len(hes)
+        reads_only = all(he[1] == "r" for he in hes if he[1] in _QUIET)  # (reads commute with reads)
+        pairs = None
         for k, members in pos:
             shape = shapes[members[0]]
             if obj not in shape.touches:
@@ -752,14 +756,21 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
             for e2, first_at, js in shape.distinct.get(obj) or _distinct(shape, obj):
                 if first_at >= k:
                     break
-                if e2[1] in _QUIET:
-                    if e2[1] != "r":
-                        counted.append((e2, (len(js) if js[-1] < k else bisect_left(js, k)) * len(members)))
-                    quiet.setdefault(obj, []).append((members, e2))
-                    hard = [he for he in hes if he[1] not in _QUIET]
+                mode = e2[1]
+                if mode in _QUIET:
+                    if quiet_heads:  # a quiet pair: decided by the loudness, taken below
+                        if mode != "r":
+                            counted.append((e2, (len(js) if js[-1] < k else bisect_left(js, k)) * len(members)))
+                        if mode != "r" or not reads_only:
+                            if pairs is None:
+                                pairs = quiet[obj] = []
+                            pairs.append((members, e2))
+                    if not loud_heads:
+                        continue
+                    against = loud_heads
                 else:
-                    hard = hes
-                if hard and keys[members[-1]] not in add and _conflict(tuple(hard), (e2,), _QUIET_ALL):
+                    against = hes
+                if keys[members[-1]] not in add and _conflict(against, (e2,), _QUIET_ALL):
                     add.update(keys[i] for i in members)
                     if first:
                         return add
