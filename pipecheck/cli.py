@@ -142,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop (exit 3) above this resident memory")
     v.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
                    help="explore up to N configuration classes at once, each in its own process (default: the CPUs "
-                        "this process may use, or 1 with --max-memory, which holds per process); the report is the "
+                        "this process may use, or 1 with --max-memory, which holds per process); with 2 or more, the "
+                        "lockstep re-check of a configuration's findings starts beside its search; the report is the "
                         "same for every N")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")

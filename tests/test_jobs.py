@@ -102,3 +102,31 @@ def test_a_sweep_is_the_same_for_every_number_of_processes(args, spec):
     assert outs[1] == outs[0] and outs[2] == outs[0]
     if args[0] == "INVALID":
         assert outs[0][0] == 1 and outs[0][1].count("out of range") == 2
+
+
+@needs_fork
+@pytest.mark.parametrize("spec,alone", [("examples/bugs/lane_falls_behind.pipe", True),
+                                        ("specs/cute_dsl_sm100_persistent_gemm_bug_acc_count.pipe", True),
+                                        ("specs/cutlass_sm90_pingpong_bug_early_release.pipe", False)])
+def test_the_lockstep_recheck_started_beside_the_search_is_the_one_made_after_it(monkeypatch, spec, alone):
+    """The --lockstep re-check of a configuration's findings starts in a child at its first finding, and runs while
+    the search goes on past it (verify._scheduling_call; with --jobs 2 or more): the report is the one whose re-check
+    runs after the search (workers.beside off). Where one configuration has all of its point's findings (`alone`) and the machine has a
+    second CPU, the child's verdict is the one used and no re-check runs after the search; where two configurations
+    of the point have findings, the re-check covers both and runs after them."""
+    from pipecheck.pipeline import verify
+    after = []
+    run = verify._scheduling_run
+    monkeypatch.setattr(verify, "_scheduling_run", lambda *a: after.append(a[2]) or run(*a))
+
+    def report():
+        r = verify_file(str(ROOT / spec), Options(limits=Limits(stop_at_first=True), jobs=2))
+        return [(i.code, i.finding.key, i.needs_independent_scheduling) for i in r.issues]
+
+    with_child = report()
+    rechecked_after = len(after)
+    monkeypatch.setattr(workers, "beside", lambda call, tag=None: None)
+    assert report() == with_child and with_child
+    assert len(after) == rechecked_after + 1  # without the child: one re-check after the searches
+    if workers.available() >= 2:
+        assert rechecked_after == (0 if alone else 1)

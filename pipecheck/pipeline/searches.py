@@ -14,6 +14,7 @@ goes (search/por.py), so a fresh one is what makes a second run the first one's 
 """
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -57,6 +58,10 @@ class Search:
 
     system: Callable[[], tuple[Any, Any]]
     limits: Callable[[], Limits]  # read when the search starts (the time left under --timeout)
+    # what to run beside the search from its first finding, given the states explored then (the lockstep re-check of
+    # pipeline/verify.py), as (a tag saying what it is, the call), in a child process (`workers.beside`; only for a
+    # search run in the run's own process: its `Exploration.beside`); None: nothing
+    beside: Callable[[int], tuple[Any, Callable[[], Any]]] | None = None
 
 
 def reduced_system(model: Any, base: Any, options: Options) -> tuple[Any, Interner | None]:
@@ -73,12 +78,22 @@ def limits_now(limits: Limits, start: float) -> Limits:
     return replace(limits, timeout=max(limits.timeout - (time.perf_counter() - start), 0.0))
 
 
-def _run(search: Search, budget: int, progress: Callable | None) -> Exploration:
+def _run(search: Search, budget: int, progress: Callable | None, here: bool) -> Exploration:
+    """`search`'s exploration; `here`: it runs in the run's own process, which may start its `beside` work."""
     system, encode = search.system()
     limits = search.limits()
     if budget:  # past the first finding (and past every transition that raised one): its cause and consequences
         limits = replace(limits, after_first=budget)
-    return explore(system, limits, progress, encode)
+    started: list = []
+    first = None
+    if here and search.beside is not None:
+        def first(states: int) -> None:
+            tag, call = search.beside(states)
+            started.append(workers.beside(call, tag))
+    exp = explore(system, limits, progress, encode, first)
+    if started:
+        exp.beside = started[0]
+    return exp
 
 
 def _same(exp: Exploration, ran: int, exact: int) -> bool:
@@ -102,17 +117,19 @@ class SearchResults:
         self._budget, self._progress = budget, progress
         self._handed: deque[Search] = deque()  # searches given to the workers, in order
         self._results = workers.in_order(self._calls(), jobs) if jobs > 1 and workers.can_fork() else None
+        self._pid = os.getpid()
 
     def _calls(self) -> Iterator[Callable[[], tuple[Exploration, int]]]:
         for search in self._searches:
             ahead = self._budget.after(len(self._handed))  # exact unless one before it finds nothing, or less
             self._handed.append(search)
-            yield lambda s=search, ahead=ahead: (_run(s, ahead, None), ahead)
+            # (a lone search runs in this process: workers.in_order starts no child for it)
+            yield lambda s=search, ahead=ahead: (_run(s, ahead, None, os.getpid() == self._pid), ahead)
 
     def next(self) -> Exploration:
         """The next search's exploration (StopIteration when there is none)."""
         if self._results is None:
-            exp = _run(next(self._searches), self._budget.now(), self._progress)
+            exp = _run(next(self._searches), self._budget.now(), self._progress, True)
         else:
             kind, got = next(self._results)
             search = self._handed.popleft()
@@ -121,7 +138,9 @@ class SearchResults:
             exp, ahead = got
             exact = self._budget.now()
             if not _same(exp, ahead, exact):
-                exp = _run(search, exact, self._progress)
+                if exp.beside is not None:
+                    exp.beside.cancel()
+                exp = _run(search, exact, self._progress, True)
             elif self._progress is not None:  # the live line shows the searches as they come in
                 self._progress(exp.states, exp.depth, exp.seconds)
         self._budget.spend(exp)
@@ -132,8 +151,10 @@ class SearchResults:
         if self._results is None:
             next(self._searches)
             return
-        next(self._results)  # what it returned or raised: nobody asks for it any more
+        kind, got = next(self._results)  # what it returned or raised: nobody asks for it any more
         self._handed.popleft()
+        if kind == "ok" and got[0].beside is not None:
+            got[0].beside.cancel()
 
     def close(self) -> None:
         if self._results is not None:

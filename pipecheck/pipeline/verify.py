@@ -151,8 +151,12 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
             planned.add(key)
             plans.append(_Plan(cc, key, classes, model, _symmetric(model, options), searched=options.engine != "bmc"))
             if options.engine != "bmc":
+                # (the lockstep re-check of its findings starts beside it at its first finding, where --jobs lets a
+                # second process run: `_mark_scheduling`)
+                recheck = partial(_scheduling_call, path, options, (plan, sources), cc.representative) \
+                    if _checks_scheduling(options) and not options.all_params and options.jobs > 1 else None
                 pending.append(Search(partial(reduced_system, model, plans[-1].base, options),
-                                      partial(limits_now, options.limits, start)))
+                                      partial(limits_now, options.limits, start), recheck))
         prepared.append(_Point(n, point, at, k, psites, cclasses, plans, tx))
         return True
 
@@ -215,8 +219,11 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     watch.phase("conditions", f"{len(runs)} configuration(s) explored")
     plan.cover(universe, [(r.point, r.cclass.members, r.exploration.stopped) for r in runs], stopped)
     issues = _collect(runs, universe, partitions, esites, plan)
-    if issues and not options.lockstep and options.check_scheduling and stopped is None and options.engine == "explicit":
+    if issues and _checks_scheduling(options) and stopped is None:
         _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
+    for r in runs:  # re-checks started beside searches whose findings were not re-checked after all
+        if r.exploration.beside is not None:
+            r.exploration.beside.cancel()
     causes.mark_latent(issues)
     found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
     findings = sweep.sort_static(found)
@@ -287,26 +294,63 @@ def _explore(p: _Plan, pt: _Point, results: SearchResults, options: Options, sta
     return p.model, results.next(), p.base
 
 
+def _checks_scheduling(options: Options) -> bool:
+    """Whether a run's findings are re-checked with every warp reconverging after each branch (`_mark_scheduling`)."""
+    return not options.lockstep and options.check_scheduling and options.engine == "explicit"
+
+
+def _scheduling_run(path: str, options: Options, failing: tuple, at: tuple, reuse: tuple | None,
+                    explored: int) -> Result:
+    """The --lockstep run of `_mark_scheduling`: the configurations `failing` at parameters `at`, depth-first (any
+    finding answers the question, and it meets one sooner), within a budget of states set by the states the
+    findings' own searches `explored`."""
+    floor, factor, cap = SCHEDULING_BUDGET
+    limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)),
+                     depth_first=True)
+    return verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
+                                     all_params=False, ranges=(), overrides=at, cause_budget=0), reuse=reuse)
+
+
+def _scheduling_call(path: str, options: Options, reuse: tuple, config: Config,
+                     explored: int) -> tuple[tuple, Callable[[], str]]:
+    """`_mark_scheduling`'s run for the findings of one configuration at the default point, to start beside that
+    configuration's search at its first finding (`explored`: the states then): (what `_mark_scheduling` asks for when
+    those are its point's only findings: the configurations and the states, the call giving the run's verdict)."""
+    return ((frozenset((config,)), explored),
+            lambda: _scheduling_run(path, options, (config,), options.overrides, reuse, explored).verdict)
+
+
 def _mark_scheduling(path: str, issues: list[Issue], options: Options,
                      reuse: tuple[sweep.Plan, dict[str, str]] | None) -> None:
     """Run again with every warp reconverging after each branch (--lockstep), at the point each finding was
     shown at (its witness's parameters, not the defaults): when that run verifies, the findings of that point
-    needed lanes of a warp to run apart. Otherwise nothing is claimed."""
-    floor, factor, cap = SCHEDULING_BUDGET
+    needed lanes of a warp to run apart. Otherwise nothing is claimed. Where one configuration's search found all of
+    a point's findings, that run started beside its search, at its first finding (`_scheduling_call`), and its
+    verdict is read here."""
     by_point: dict = {}
     for i in issues:
         by_point.setdefault(i.run.point, []).append(i)
     for point, group in by_point.items():
-        explored = sum({id(i.run): i.run.exploration.states for i in group}.values())
-        # any finding of the lockstep run answers the question: depth-first meets one sooner
-        limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)),
-                         depth_first=True)
+        runs = {id(i.run): i.run for i in group}.values()
+        explored = sum(r.exploration.states for r in runs)
         failing = tuple(i.run.config for i in group)  # only the configurations that showed something
-        at = tuple(point) if options.all_params else options.overrides
-        again = verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
-                                          all_params=False, ranges=(), overrides=at, cause_budget=0),
-                            reuse=None if options.all_params else reuse)
-        if again.verdict == "verified":
+        verdict = None
+        for r in runs:
+            beside, r.exploration.beside = r.exploration.beside, None
+            if beside is not None and verdict is None and not options.all_params \
+                    and beside.tag == (frozenset(failing), explored):  # the very run asked for here
+                out = beside.result()  # None: it died; ("raise", exc): the run raised it, as it would have here
+                if out is not None:
+                    if out[0] == "raise":
+                        raise out[1]
+                    verdict = out[1]
+            elif beside is not None:
+                beside.cancel()
+        if verdict is None:
+            at = tuple(point) if options.all_params else options.overrides
+            verdict = _scheduling_run(path, options, failing, at, None if options.all_params else reuse,
+                                      explored).verdict
+        if verdict == "verified":
             for i in group:
                 i.needs_independent_scheduling = True
 

@@ -125,3 +125,62 @@ def in_order(calls: Iterable[Callable[[], Any]], jobs: int) -> Iterator[tuple[st
             proc.terminate()
             proc.join()
             conn.close()
+
+
+class Beside:
+    """A call running in a forked child beside this process (`beside`): `result()` waits for its outcome, `cancel()`
+    stops it."""
+
+    def __init__(self, proc: Any, conn: "Connection", tag: Any):
+        self._proc, self._conn = proc, conn
+        self.tag = tag  # what the call is, as its caller names it
+        self._out: tuple | None = None
+
+    def result(self) -> tuple[str, Any] | None:
+        """The call's `outcome`, or None when the child died without one."""
+        if self._out is None:
+            try:
+                self._out = self._conn.recv()
+            except Exception:  # noqa: BLE001 - it died, or sent what does not unpickle: the caller runs the call itself
+                self._out = ("again",)
+            self._conn.close()
+            self._proc.join()
+        return None if self._out[0] == "again" else self._out
+
+    def cancel(self) -> None:
+        if self._out is None:
+            self._out = ("again",)
+            self._proc.terminate()
+            self._proc.join()
+            self._conn.close()
+
+
+def _orphan_dies() -> None:
+    """Linux: this process is killed when the one that forked it dies (prctl PR_SET_PDEATHSIG), so a call started
+    beside a run never outlives it."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def _beside_child(call: Callable[[], Any], conn: Connection) -> None:
+    _orphan_dies()
+    _child(call, conn)
+
+
+def beside(call: Callable[[], Any], tag: Any = None) -> Beside | None:
+    """Start `call` in a forked child that runs beside this process (on a machine with a second CPU for it), or
+    None where that cannot be: one CPU, no `fork`, or not Linux (where a child could outlive a run that is stopped)."""
+    if available() < 2 or not sys.platform.startswith("linux") or not can_fork():
+        return None
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ours, theirs = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_beside_child, args=(call, theirs), daemon=True)
+    proc.start()
+    theirs.close()
+    return Beside(proc, ours, tag)

@@ -66,6 +66,8 @@ class Exploration:
     seconds: float
     terminals: int = 0
     extra: dict = field(default_factory=dict)
+    # work its caller started beside the search at its first finding (pipeline/searches.py), in this process only
+    beside: Any = field(default=None, compare=False, repr=False)
 
 
 def _path(parents: list[tuple[int, Any]], index: int) -> tuple:
@@ -90,11 +92,14 @@ def rss_mb() -> float:
 
 def explore(system: TransitionSystem, limits: Limits = Limits(),
             progress: Callable[[int, int, float], None] | None = None,
-            key: Callable[[Any], Any] | None = None) -> Exploration:
+            key: Callable[[Any], Any] | None = None,
+            on_first: Callable[[int], None] | None = None) -> Exploration:
     """Visit every reachable state once, in BFS order; keep the first occurrence of each finding.
 
     `key` (injective) is what the visited set stores instead of the state itself (compact.py);
-    the frontier keeps the states it still has to expand."""
+    the frontier keeps the states it still has to expand. With `stop_at_first`, `on_first` is told the states
+    explored when the first finding is found (the states the exploration reports), before the search goes on
+    past it (`after_first`)."""
     start = time.perf_counter()
     init = system.initial()
     index: dict[Any, int] = {key(init) if key is not None else init: 0}
@@ -136,6 +141,9 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                 parents.append((sid, action))
                 frontier.append((nxt, nid, d + 1))
         if limits.stop_at_first and found:
+            if on_first is not None:
+                on_first(len(parents))
+                on_first = None
             if first_at is None and limits.after_first:
                 first_at = (len(parents), transitions, depth)
                 for psid, action, nxt, nd in held:  # the transitions that raised the findings: now explored too
