@@ -219,11 +219,14 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
     watch.phase("conditions", f"{len(runs)} configuration(s) explored")
     plan.cover(universe, [(r.point, r.cclass.members, r.exploration.stopped) for r in runs], stopped)
     issues = _collect(runs, universe, partitions, esites, plan)
-    if issues and _checks_scheduling(options) and stopped is None:
-        _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
-    for r in runs:  # re-checks started beside searches whose findings were not re-checked after all
-        if r.exploration.beside is not None:
-            r.exploration.beside.cancel()
+    try:
+        if issues and _checks_scheduling(options) and stopped is None:
+            _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
+    finally:
+        for r in runs:  # re-checks started beside searches whose findings were not re-checked after all
+            if r.exploration.beside is not None:
+                r.exploration.beside.cancel()
+                r.exploration.beside = None
     causes.mark_latent(issues)
     found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
     findings = sweep.sort_static(found)

@@ -219,30 +219,11 @@ class Flat:
 
     def needed(self, rows: tuple) -> dict[int, int]:
         """Per resource id, the most any of these rows needs of it."""
-        hit = self._needs.get(id(rows))
-        if hit is not None and hit[0] is rows:
-            return hit[1]
-        need: dict[int, int] = {}
-        for needs, _, _ in rows:
-            if needs is not None:
-                for res, amount in needs:
-                    if need.get(res, 0) < amount:
-                        need[res] = amount
-        if len(self._needs) >= _SUMMARIES_KEPT:
-            self._needs.clear()
-        self._needs[id(rows)] = (rows, need)
-        return need
+        return _kept(self._needs, rows, _most_needed)
 
     def provided(self, rows: tuple) -> frozenset:
         """The resource ids these rows provide any of."""
-        hit = self._provided.get(id(rows))
-        if hit is not None and hit[0] is rows:
-            return hit[1]
-        out = frozenset(res for _, prov, _ in rows for res, _ in prov)
-        if len(self._provided) >= _SUMMARIES_KEPT:
-            self._provided.clear()
-        self._provided[id(rows)] = (rows, out)
-        return out
+        return _kept(self._provided, rows, lambda rows: frozenset(res for _, prov, _ in rows for res, _ in prov))
 
     def of(self, plan: tuple) -> tuple:
         """The rows of a plan the model keeps (one object per op list)."""
@@ -258,6 +239,28 @@ class Flat:
 
 _FLAT_KEPT = 200_000  # plans kept with their rows (then dropped all at once: memory stays bounded)
 _SUMMARIES_KEPT = 20_000  # rows kept with what they need and provide (`Flat.needed`, `Flat.provided`)
+
+
+def _kept(cache: dict, rows: tuple, summary: Callable[[tuple], Any]) -> Any:
+    """`summary(rows)`, kept in `cache` by the rows' identity (the entry keeps them alive; dropped all at once)."""
+    hit = cache.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    out = summary(rows)
+    if len(cache) >= _SUMMARIES_KEPT:
+        cache.clear()
+    cache[id(rows)] = (rows, out)
+    return out
+
+
+def _most_needed(rows: tuple) -> dict[int, int]:
+    need: dict[int, int] = {}
+    for needs, _, _ in rows:
+        if needs is not None:
+            for res, amount in needs:
+                if need.get(res, 0) < amount:
+                    need[res] = amount
+    return need
 
 
 class _Index:
@@ -311,7 +314,6 @@ class _Index:
                 out.append(frozenset(r for op in p.ops for r, _ in op.all_provides))
             self._provides = out
         return self._provides
-
 
     def enabled_heads(self) -> dict[Any, list[tuple[int, tuple]]]:
         """Per object, the footprint entries of the enabled processes' head ops (their spawns included) that touch
@@ -432,17 +434,17 @@ def _without(ix: _Index, frozen: frozenset) -> Reach:
     where, kind_of, kind_plan = ix.where, ix.kind_of, ix.kind_plan
     avail = avail.copy()
     kept = pos.copy()  # the walk of everyone has every kind, in order: kind g is entry g
-    out = set()
+    gone = set()  # their process indices
     for key in frozen:
         i = where[key]
-        out.add(i)
+        gone.add(i)
         g = kind_of[i]
         for _, prov, _ in kind_plan[g][:ats[g]]:
             for res, amount in prov:
                 avail[res] -= amount
         k, members = kept[g]
         kept[g] = (k, [j for j in members if j != i])
-    return avail, [e for e in kept if e[1]], [i for i in unbounded if i not in out] if unbounded else unbounded
+    return avail, [e for e in kept if e[1]], [i for i in unbounded if i not in gone] if unbounded else unbounded
 
 
 def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int]]:
@@ -745,8 +747,8 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
     quiet: dict[Any, list[tuple[list[int], tuple]]] = {}  # object -> (the processes of a kind, quiet entry)
     counted: list[tuple[tuple, int]] = []  # the counted entries in reach on those objects, with how often they run
     for obj, hes in heads.items():
-        loud_heads = tuple(he for he in hes if he[1] not in _QUIET)  # what a quiet entry meets, however loud
-        quiet_heads = len(loud_heads) < len(hes)
+        hard_heads = tuple(he for he in hes if he[1] not in _QUIET)  # they conflict or commute however loud
+        quiet_heads = len(hard_heads) < len(hes)
         reads_only = all(he[1] == "r" for he in hes if he[1] in _QUIET)  # (reads commute with reads)
         pairs = None
         for k, members in pos:
@@ -765,9 +767,9 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
                             if pairs is None:
                                 pairs = quiet[obj] = []
                             pairs.append((members, e2))
-                    if not loud_heads:
+                    if not hard_heads:
                         continue
-                    against = loud_heads
+                    against = hard_heads
                 else:
                     against = hes
                 if keys[members[-1]] not in add and _conflict(against, (e2,), _QUIET_ALL):
