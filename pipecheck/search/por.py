@@ -531,15 +531,19 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
         # and a closure only grows: so that seed is found as well by giving up each closure as soon as it takes in
         # a second enabled process (most seeds that fail, fail there), and the loop runs only when none has one.
         starts: list = []
+        # the seeds whose heads clash with a later seed's: grown first in the loop below (their closures, which take
+        # that seed in, are most often the smallest: found first, they bound the others' growth sooner)
+        first_up: list = []
         tried: set = set()
         for seed in order:
             other = _clashes(ix, seed)
-            if other is not None:  # it fails here: its closure is grown in the loop below, if that runs
+            if other is not None:  # it fails here: its closure is grown in the loop below, if that runs, first
                 # (and not even there when that other head was a seed before it: this closure takes that seed in, and
                 # is seldom smaller than its closure, which was grown or passed over already; a closure is only ever
                 # larger than the one from that seed where freezing more cuts what the others can reach, and any
                 # closure is a persistent set, so passing it over costs states at most, never a finding)
-                starts.append((seed, None if ix.keys[other] in tried else frozenset((seed.key,))))
+                if ix.keys[other] not in tried:
+                    first_up.append((seed, frozenset((seed.key,))))
                 tried.add(seed.key)
                 continue
             tried.add(seed.key)
@@ -552,6 +556,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
             # its growth passed through the set it stopped at, and goes on from there as it would have
             starts.append((seed, stop[0]))
         ix.close_memo = {}  # their None meant "two enabled", not "no better than the best so far"
+        starts = first_up + starts
     else:
         starts = [(seed, frozenset((seed.key,))) for seed in order]
     for seed, start in starts:
