@@ -191,9 +191,7 @@ class Flat:
         self.ids: dict[Any, int] = {}
         self._by_obj: dict[int, tuple] = {}  # id(plan) -> (plan, its rows): the entry keeps the plan alive
         self._rows: dict[tuple, tuple] = {}  # a row by name -> by id (plans of one future share most rows)
-        # id(rows) -> (rows, what they need most of / provide): the entry keeps the rows alive
-        self._needs: dict[int, tuple] = {}
-        self._provided: dict[int, tuple] = {}
+        self._needs: dict[int, tuple] = {}  # id(rows) -> (rows, what they need most of): the entry keeps them alive
 
     def rid(self, res: Any) -> int:
         i = self.ids.get(res)
@@ -218,12 +216,20 @@ class Flat:
         return tuple(out)
 
     def needed(self, rows: tuple) -> dict[int, int]:
-        """Per resource id, the most any of these rows needs of it."""
-        return _kept(self._needs, rows, _most_needed)
-
-    def provided(self, rows: tuple) -> frozenset:
-        """The resource ids these rows provide any of."""
-        return _kept(self._provided, rows, lambda rows: frozenset(res for _, prov, _ in rows for res, _ in prov))
+        """Per resource id, the most any of these rows needs of it (kept per rows, like `of`)."""
+        hit = self._needs.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        need: dict[int, int] = {}
+        for needs, _, _ in rows:
+            if needs is not None:
+                for res, amount in needs:
+                    if need.get(res, 0) < amount:
+                        need[res] = amount
+        if len(self._needs) >= _NEEDS_KEPT:
+            self._needs.clear()
+        self._needs[id(rows)] = (rows, need)
+        return need
 
     def of(self, plan: tuple) -> tuple:
         """The rows of a plan the model keeps (one object per op list)."""
@@ -238,29 +244,7 @@ class Flat:
 
 
 _FLAT_KEPT = 200_000  # plans kept with their rows (then dropped all at once: memory stays bounded)
-_SUMMARIES_KEPT = 20_000  # rows kept with what they need and provide (`Flat.needed`, `Flat.provided`)
-
-
-def _kept(cache: dict, rows: tuple, summary: Callable[[tuple], Any]) -> Any:
-    """`summary(rows)`, kept in `cache` by the rows' identity (the entry keeps them alive; dropped all at once)."""
-    hit = cache.get(id(rows))
-    if hit is not None and hit[0] is rows:
-        return hit[1]
-    out = summary(rows)
-    if len(cache) >= _SUMMARIES_KEPT:
-        cache.clear()
-    cache[id(rows)] = (rows, out)
-    return out
-
-
-def _most_needed(rows: tuple) -> dict[int, int]:
-    need: dict[int, int] = {}
-    for needs, _, _ in rows:
-        if needs is not None:
-            for res, amount in needs:
-                if need.get(res, 0) < amount:
-                    need[res] = amount
-    return need
+_NEEDS_KEPT = 20_000  # rows kept with what they need most of (`Flat.needed`)
 
 
 class _Index:
@@ -373,10 +357,6 @@ def _reach(ix: _Index, frozen: frozenset) -> Reach:
     held = {where[k] for k in frozen}  # their process indices
     live = []  # (kind, its members outside frozen)
     for g, members in enumerate(ix.kinds):
-        if len(members) == 1:
-            if members[0] not in held:
-                live.append((g, members))
-            continue
         left_in = [i for i in members if i not in held]
         if left_in:
             live.append((g, left_in))
@@ -407,22 +387,22 @@ def _saturated(ix: _Index, frozen: frozenset) -> bool:
     # it saves)
     if any(len(kind_plan[kind_of[where[key]]]) > 1 for key in frozen):
         return False
-    provided = ix.flat.provided
     own_first: dict[int, int] | None = None  # what the frozen processes' own first runs add to that supply
     for key in frozen:
-        for res in provided(kind_plan[kind_of[where[key]]]):
-            need = ix.need_of(res)
-            if not need:
-                continue
-            if own_first is None:
-                own_first = {}
-                for k in frozen:
-                    g = kind_of[where[k]]
-                    if kind_head[g]:
-                        for r, amount in kind_plan[g][0][1]:
-                            own_first[r] = own_first.get(r, 0) + amount
-            if ix.first_supply().get(res, 0) - own_first.get(res, 0) < need:
-                return False
+        for _, prov, _ in kind_plan[kind_of[where[key]]]:  # (its one run, if any)
+            for res, _ in prov:
+                need = ix.need_of(res)
+                if not need:
+                    continue
+                if own_first is None:
+                    own_first = {}
+                    for k in frozen:
+                        g = kind_of[where[k]]
+                        if kind_head[g]:
+                            for r, amount in kind_plan[g][0][1]:
+                                own_first[r] = own_first.get(r, 0) + amount
+                if ix.first_supply().get(res, 0) - own_first.get(res, 0) < need:
+                    return False
     return True
 
 

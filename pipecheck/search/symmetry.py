@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
 from ..model.ir import COLL
 from ..model.state import State
@@ -145,8 +145,7 @@ class Symmetric:
         commits = sorted((k[0], lu.get(k[1], rc(k[1])) if k[0] == "mma" else rc(k[1]), k[2], k[3], rc(k[5]), k[7])
                          for o in mine for k in o[3])
         arrivers = tuple(sorted(gr for o in mine for gr in o[4]))
-        colls = tuple((k[0],) + k[5:] + (a, n) for k, a, n in s.colls if k[0] in _WARP_KEYS and k[1:5] == warp) \
-            if warp else ()
+        colls = tuple((k[0],) + k[5:] + (a, n) for k, a, n in self._warp_colls(s, warp)) if warp else ()
         sig = (tuple(s.locs[c] for c in classes), mmas, tuple(stores), tuple(dirty), tuple(flight), tuple(commits),
                arrivers, colls)
         return pickle.dumps(sig, 5)
@@ -225,7 +224,7 @@ class Symmetric:
                 # warps that stand together and own no record (no store, write, copy, commit, arrival or warp
                 # collective of theirs) have equal signatures: their order stays as it is without taking them
                 marked = {k for k, (where, cls) in zip(keys, members)
-                        if seen[k] > 1 and (any(c in owned for c in cls) or self._in_colls(s, where))}
+                          if seen[k] > 1 and (any(c in owned for c in cls) or any(self._warp_colls(s, where)))}
                 keys = [(k, self._signature(s, cls, (), where, owned) if k in marked else b"")
                         for k, (where, cls) in zip(keys, members)]
             order = sorted(range(len(members)), key=keys.__getitem__)
@@ -241,9 +240,9 @@ class Symmetric:
         return self._rename(s, cmap, {}, {}, wmap)
 
     @staticmethod
-    def _in_colls(s: State, warp: tuple) -> bool:
-        """Whether a warp-level collective of this warp has arrivals in s."""
-        return any(k[0] in _WARP_KEYS and k[1:5] == warp for k, _, _ in s.colls)
+    def _warp_colls(s: State, warp: tuple) -> Iterator[tuple]:
+        """The warp-level collectives of this warp (cta, role, instance, warp) that have arrivals in s."""
+        return (e for e in s.colls if e[0][0] in _WARP_KEYS and e[0][1:5] == warp)
 
     def _rename(self, s: State, cmap: dict[int, int], umap: dict[int, int], imap: dict[tuple, int],
                 wmap: dict[tuple, int] | None = None) -> State:
