@@ -78,8 +78,9 @@ def limits_now(limits: Limits, start: float) -> Limits:
     return replace(limits, timeout=max(limits.timeout - (time.perf_counter() - start), 0.0))
 
 
-def _run(search: Search, budget: int, progress: Callable | None, here: bool) -> Exploration:
-    """`search`'s exploration; `here`: it runs in the run's own process, which may start its `beside` work."""
+def _run(search: Search, budget: int, progress: Callable | None, here: bool, children: int = 0) -> Exploration:
+    """`search`'s exploration; `here`: it runs in the run's own process, which may start its `beside` work;
+    `children`: processes that may work out its expansions (search/pool.py)."""
     system, encode = search.system()
     limits = search.limits()
     if budget:  # past the first finding (and past every transition that raised one): its cause and consequences
@@ -90,7 +91,7 @@ def _run(search: Search, budget: int, progress: Callable | None, here: bool) -> 
         def first(states: int) -> None:
             tag, call = search.beside(states)
             started.append(workers.beside(call, tag))
-    exp = explore(system, limits, progress, encode, first)
+    exp = explore(system, limits, progress, encode, first, children)
     if started:
         exp.beside = started[0]
     return exp
@@ -114,7 +115,7 @@ class SearchResults:
 
     def __init__(self, searches: Iterable[Search], budget: CauseBudget, jobs: int, progress: Callable | None):
         self._searches = iter(searches)
-        self._budget, self._progress = budget, progress
+        self._budget, self._progress, self._jobs = budget, progress, jobs
         self._handed: deque[Search] = deque()  # searches given to the workers, in order
         self._results = workers.in_order(self._calls(), jobs) if jobs > 1 and workers.can_fork() else None
         self._pid = os.getpid()
@@ -124,7 +125,13 @@ class SearchResults:
             ahead = self._budget.after(len(self._handed))  # exact unless one before it finds nothing, or less
             self._handed.append(search)
             # (a lone search runs in this process: workers.in_order starts no child for it)
-            yield lambda s=search, ahead=ahead: (_run(s, ahead, None, os.getpid() == self._pid), ahead)
+            yield lambda s=search, ahead=ahead: (self._here(s, ahead), ahead)
+
+    def _here(self, search: Search, ahead: int) -> Exploration:
+        """A search of `_calls`: the lone one runs in this process, its expansions spread over it and `jobs - 1`
+        children."""
+        here = os.getpid() == self._pid
+        return _run(search, ahead, None, here, self._jobs - 1 if here else 0)
 
     def next(self) -> Exploration:
         """The next search's exploration (StopIteration when there is none)."""

@@ -19,26 +19,15 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..core.forks import available, can_fork, can_fork_beside, orphan_dies
+
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+__all__ = ["Beside", "available", "beside", "can_fork", "in_order", "outcome"]
+
 # multiprocessing is imported where a child is started, not here: it costs 14 ms at start-up, and a run
 # with one process, or one search, never needs it
-
-
-def available() -> int:
-    """The processes this machine can run at once (the CPUs this process may use)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS: no affinity
-        return max(1, os.cpu_count() or 1)
-
-
-def can_fork() -> bool:
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods()
-
 
 def outcome(call: Callable[[], Any]) -> tuple[str, Any]:
     """("ok", what the call returned) or ("raise", the exception it raised)."""
@@ -155,24 +144,15 @@ class Beside:
             self._conn.close()
 
 
-def _orphan_dies() -> None:
-    """Linux: this process is killed when the one that forked it dies (prctl PR_SET_PDEATHSIG), so a call started
-    beside a run never outlives it."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-
-
 def _beside_child(call: Callable[[], Any], conn: Connection) -> None:
-    _orphan_dies()
+    orphan_dies()
     _child(call, conn)
 
 
 def beside(call: Callable[[], Any], tag: Any = None) -> Beside | None:
     """Start `call` in a forked child that runs beside this process (on a machine with a second CPU for it), or
     None where that cannot be: one CPU, no `fork`, or not Linux (where a child could outlive a run that is stopped)."""
-    if available() < 2 or not sys.platform.startswith("linux") or not can_fork():
+    if not can_fork_beside():
         return None
     import multiprocessing
 

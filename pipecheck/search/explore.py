@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..core.records import record
+from . import pool
 
 
 class TransitionSystem(Protocol):
@@ -21,6 +22,7 @@ class TransitionSystem(Protocol):
 
 CHAIN = "c"  # the action of one move that takes several steps: (CHAIN, (step, step, ...)) (chains.py)
 CHECK_INTERVAL = 0.05  # seconds between checks of --timeout and --max-memory
+SPREAD_AFTER = 0.1  # seconds a search runs in its own process before children work out its expansions (pool.py)
 
 
 @record
@@ -93,18 +95,28 @@ def rss_mb() -> float:
 def explore(system: TransitionSystem, limits: Limits = Limits(),
             progress: Callable[[int, int, float], None] | None = None,
             key: Callable[[Any], Any] | None = None,
-            on_first: Callable[[int], None] | None = None) -> Exploration:
+            on_first: Callable[[int], None] | None = None, children: int = 0) -> Exploration:
     """Visit every reachable state once, in BFS order; keep the first occurrence of each finding.
 
     `key` (injective) is what the visited set stores instead of the state itself (compact.py);
     the frontier keeps the states it still has to expand. With `stop_at_first`, `on_first` is told the states
     explored when the first finding is found (the states the exploration reports), before the search goes on
-    past it (`after_first`)."""
+    past it (`after_first`).
+
+    A system with `expand(state, order) -> (successors, their order, note)` (the reduction, por.py) is handed with
+    each state the order its expansion returned for the state it was reached from, and `count(note)` for each state
+    expanded. `children`: once the search has run `SPREAD_AFTER` seconds, that many forked processes work out the
+    expansions (pool.py); the search is the same, state for state."""
     start = time.perf_counter()
     init = system.initial()
     index: dict[Any, int] = {key(init) if key is not None else init: 0}
     parents: list[tuple[int, Any]] = [(-1, None)]
-    frontier: deque[tuple[Any, int, int]] = deque([(init, 0, 0)])
+    frontier: deque[tuple[Any, int, int, Any]] = deque([(init, 0, 0, ())])
+    expand = getattr(system, "expand", None)
+    count = getattr(system, "count", None)
+    if expand is None:
+        successors = system.successors
+        expand, count = (lambda state, order: (successors(state), order, ())), None
     found: dict[Any, Found] = {}
     transitions = 0
     depth = 0
@@ -115,63 +127,75 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     first_at: tuple | None = None  # (states, transitions, depth) when the first finding was found (after_first)
     held: list = []  # transitions that raised findings before the first was found, for the after_first search
     take = frontier.pop if limits.depth_first else frontier.popleft
-    while frontier:
-        state, sid, d = take()
-        depth = max(depth, d)
-        succs = system.successors(state)
-        if not succs:
-            terminals += 1
-            for f in system.terminal_findings(state):
-                if f.key not in found:
-                    found[f.key] = Found(f, _path(parents, sid), True, first_at is not None)
-        for action, nxt, findings in succs:
-            transitions += 1
-            if findings:
-                for f in findings:
+    source = pool.in_turn(frontier, take, expand)
+    spread_at = start + SPREAD_AFTER if children > 0 and not limits.depth_first else None
+    try:
+        while True:
+            got = next(source, None)
+            if got is None:
+                break
+            (state, sid, d, _), (succs, order, note) = got
+            if count is not None:
+                count(note)
+            depth = max(depth, d)
+            if not succs:
+                terminals += 1
+                for f in system.terminal_findings(state):
                     if f.key not in found:
-                        found[f.key] = Found(f, _path(parents, sid) + (action,), False, first_at is not None)
-                if not limits.past_findings and first_at is None:
-                    if limits.after_first:
-                        held.append((sid, action, nxt, d + 1))
-                    continue
-            k = key(nxt) if key is not None else nxt
-            if k not in index:
-                nid = len(parents)
-                index[k] = nid
-                parents.append((sid, action))
-                frontier.append((nxt, nid, d + 1))
-        if limits.stop_at_first and found:
-            if on_first is not None:
-                on_first(len(parents))
-                on_first = None
-            if first_at is None and limits.after_first:
-                first_at = (len(parents), transitions, depth)
-                for psid, action, nxt, nd in held:  # the transitions that raised the findings: now explored too
-                    k = key(nxt) if key is not None else nxt
-                    if k not in index:
-                        index[k] = len(parents)
-                        parents.append((psid, action))
-                        frontier.append((nxt, len(parents) - 1, nd))
-            if first_at is None or len(parents) > first_at[0] + limits.after_first:
-                stopped = "first-finding"
+                        found[f.key] = Found(f, _path(parents, sid), True, first_at is not None)
+            for action, nxt, findings in succs:
+                transitions += 1
+                if findings:
+                    for f in findings:
+                        if f.key not in found:
+                            found[f.key] = Found(f, _path(parents, sid) + (action,), False, first_at is not None)
+                    if not limits.past_findings and first_at is None:
+                        if limits.after_first:
+                            held.append((sid, action, nxt, d + 1, order))
+                        continue
+                k = key(nxt) if key is not None else nxt
+                if k not in index:
+                    nid = len(parents)
+                    index[k] = nid
+                    parents.append((sid, action))
+                    frontier.append((nxt, nid, d + 1, order))
+            if limits.stop_at_first and found:
+                if on_first is not None:
+                    on_first(len(parents))
+                    on_first = None
+                if first_at is None and limits.after_first:
+                    first_at = (len(parents), transitions, depth)
+                    for psid, action, nxt, nd, o in held:  # the transitions that raised the findings: now explored too
+                        k = key(nxt) if key is not None else nxt
+                        if k not in index:
+                            index[k] = len(parents)
+                            parents.append((psid, action))
+                            frontier.append((nxt, len(parents) - 1, nd, o))
+                if first_at is None or len(parents) > first_at[0] + limits.after_first:
+                    stopped = "first-finding"
+                    break
+            tick += 1
+            now = time.perf_counter()
+            if progress is not None and tick & 1023 == 0:
+                progress(len(parents), depth, now - start)
+            # by the clock, not by a count of states: one state can have tens of thousands of successors
+            # (a `choose` over a wide range), so a thousand expansions may take minutes
+            if now >= next_check:
+                next_check = now + CHECK_INTERVAL
+                if spread_at is not None and now >= spread_at:  # long enough to be worth the processes
+                    spread_at = None
+                    source = pool.spread(frontier, expand, children)
+                if limits.timeout is not None and now - start > limits.timeout:
+                    stopped = "timeout"
+                    break
+                if limits.max_memory_mb is not None and rss_mb() > limits.max_memory_mb:
+                    stopped = "max-memory"
+                    break
+            if limits.max_states is not None and len(parents) > limits.max_states:
+                stopped = "max-states"
                 break
-        tick += 1
-        now = time.perf_counter()
-        if progress is not None and tick & 1023 == 0:
-            progress(len(parents), depth, now - start)
-        # by the clock, not by a count of states: one state can have tens of thousands of successors
-        # (a `choose` over a wide range), so a thousand expansions may take minutes
-        if now >= next_check:
-            next_check = now + CHECK_INTERVAL
-            if limits.timeout is not None and now - start > limits.timeout:
-                stopped = "timeout"
-                break
-            if limits.max_memory_mb is not None and rss_mb() > limits.max_memory_mb:
-                stopped = "max-memory"
-                break
-        if limits.max_states is not None and len(parents) > limits.max_states:
-            stopped = "max-states"
-            break
+    finally:
+        source.close()  # the children expanding states, if any, stop
     complete = stopped is None or (stopped == "first-finding" and not frontier)
     states = len(parents)
     extra = {}

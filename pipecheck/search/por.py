@@ -485,22 +485,24 @@ def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int
     return avail, at
 
 
-def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | None = None,
-               flat: Flat | None = None, index: list | None = None) -> set | None:
+def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: list | None = None,
+               flat: Flat | None = None, index: list | None = None, recent: tuple = ()) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
-    `wins` holds, per process key, when it alone was last a persistent set (a count of wins, under the key None):
-    the most recent winners are tried first (any order gives a persistent set; a good one saves the failing tries,
-    and the process that was alone persistent a few states ago most often is again). `flat` keeps the walks'
-    plans and results across states (one per search). `index` gets the state's `_Index` (for `commutes`)."""
+    `recent`: the processes that were alone a persistent set on the way to this state, the latest first (`wins`
+    gets the key of the one that is here, if one is): they are tried first (any order gives a persistent set; a
+    good one saves the failing tries, and the process that was alone persistent a step ago most often is again).
+    `flat` keeps the walks' plans and results across states (one per search). `index` gets the state's `_Index`
+    (for `commutes`)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
     best: set | None = None
     best_n = len(enabled)
     # threads first (a thread's next step is most often invisible to the rest), then async completions
-    if wins:
-        order = sorted(enabled, key=lambda p: (-wins.get(p.key, 0), 0 if p.key[0] == "g" else 1))
+    if recent:
+        rank = {k: i - len(recent) for i, k in enumerate(recent)}  # the latest lowest; the others 0
+        order = sorted(enabled, key=lambda p: (rank.get(p.key, 0), 0 if p.key[0] == "g" else 1))
     else:
         order = sorted(enabled, key=lambda p: 0 if p.key[0] == "g" else 1)
     ix = _Index(procs, flat if flat is not None else Flat())
@@ -531,7 +533,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
                 if wins is not None:
-                    _won(wins, seed.key)
+                    wins.append(seed.key)
                 return set(t)
             # its growth passed through the set it stopped at, and goes on from there as it would have
             starts.append((seed, stop[0]))
@@ -550,7 +552,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: dict | No
             best, best_n = set(t), n
             if n == 1 or len(t) == len(_bundled(ix, frozenset((seed.key,)))):  # one move: none is smaller
                 if wins is not None:
-                    _won(wins, seed.key)
+                    wins.append(seed.key)
                 break
     return best
 
@@ -565,12 +567,6 @@ def _clashes(ix: _Index, seed: Process) -> int | None:
             if i != me and _conflict((e,), (e2,), _QUIET_ALL):
                 return i
     return None
-
-
-def _won(wins: dict, key: Any) -> None:
-    """Record that process `key` alone was a persistent set, as the latest win (`persistent`'s seed order)."""
-    wins[None] = tick = wins.get(None, 0) + 1
-    wins[key] = tick
 
 
 def _close(ix: _Index, t: frozenset, budgets: Mapping[Any, Any], bound: int,
@@ -784,6 +780,9 @@ def commutes(ix: _Index, keys: frozenset, budgets: Mapping[Any, Any], footprints
     return not unbounded and not _conflicting(ix, pos, footprints, budgets, True)
 
 
+_RECENT = 32  # the processes a seed order (`Reduced.expand`) remembers
+
+
 class Reduced:
     """A transition system that offers, in each state, only the transitions of a persistent set."""
 
@@ -797,7 +796,6 @@ class Reduced:
         self.chained = 0  # steps taken within runs, past each run's first (--stats)
         self.reduced_states = 0
         self.flat = Flat()  # the walks' plans and results, kept across states
-        self.wins: dict = {}  # when each process alone was last persistent (seed order, see persistent)
         # per kind of persistent set (the sorted kinds of its processes: "g" thread groups, "l" landings, "m"
         # MMA units, "s" bulk stores, "k" commit arrivals, "x" exits), how many states offered only it (--stats)
         self.sets: dict[tuple, int] = {}
@@ -814,6 +812,18 @@ class Reduced:
         return self.system.initial()
 
     def successors(self, state: Any) -> list:
+        """The successors offered in `state`, the seed order reached here left out (`expand`)."""
+        succ, _, note = self.expand(state)
+        self.count(note)
+        return succ
+
+    def expand(self, state: Any, recent: tuple = ()) -> tuple[list, tuple, tuple]:
+        """(The successors offered in `state`, the seed order its successors inherit, what to `count` of it.)
+
+        `recent` is the seed order reached with the state (`persistent`): the processes that were alone persistent
+        on the way here, the latest first. The successors are a function of the state and `recent` alone, so a
+        search that hands each state the order of the state it was reached from (search/explore.py) explores the
+        same graph however its expansions are spread over processes."""
         process_of = self.describer.process_of
         if self._lazy is None:
             moves = [(a, [(a, t, f)]) for a, t, f in self._raw(state)]
@@ -821,21 +831,39 @@ class Reduced:
             moves = self._lazy(state)
         keys = {process_of(a) for a, _ in moves}
         t: set | None = None
+        note: tuple = ()
         if len(keys) > 1:
             procs, budgets = self.describer.processes(state, keys)
             seen: list = []
-            t = persistent(procs, budgets, self.wins, self.flat, seen)
+            won: list = []
+            t = persistent(procs, budgets, won, self.flat, seen, recent)
             if t is not None:
-                self.reduced_states += 1
-                kind = tuple(sorted(k[0] for k in t if k in keys))
-                self.sets[kind] = self.sets.get(kind, 0) + 1
+                note = (tuple(sorted(k[0] for k in t if k in keys)),)
                 moves = [x for x in moves if process_of(x[0]) in t]
+                if won and (not recent or recent[0] != won[0]):
+                    recent = (won[0],) + tuple(k for k in recent[:_RECENT - 1] if k != won[0])
             else:
-                self.full += 1
+                note = (None,)
         succ = [x for _, made in moves for x in (made() if callable(made) else made)]
         if t is not None and self._chain is not None and len(succ) == 1:
-            succ = [self._run(state, succ[0], seen[0], process_of(succ[0][0]), frozenset(t), budgets)]
-        return succ if self._canon is None else self._canon(succ)
+            move = self._run(state, succ[0], seen[0], process_of(succ[0][0]), frozenset(t), budgets)
+            if move is not succ[0]:
+                note += (len(move[0][1]) - 1,)
+            succ = [move]
+        return (succ if self._canon is None else self._canon(succ)), recent, note
+
+    def count(self, note: tuple) -> None:
+        """Add one expansion's `note` (`expand`) to what `stats` says: the kinds of the persistent set it offered
+        (None: every enabled process; nothing: one process, no choice), then the steps a run took past its first."""
+        if note:
+            kind = note[0]
+            if kind is None:
+                self.full += 1
+            else:
+                self.reduced_states += 1
+                self.sets[kind] = self.sets.get(kind, 0) + 1
+                if len(note) > 1:
+                    self.chained += note[1]
 
     def _run(self, state: Any, move: tuple, ix: _Index, key: Any, t: frozenset, budgets: Mapping[Any, Any]) -> tuple:
         """The one move of process `key` (with the processes it moves with), the only move of the persistent set
@@ -844,10 +872,7 @@ class Reduced:
         bundle = ix.procs[ix.where[key]].bundle or (key,)
         if bundle[0] != key or {k for k in t if ix.enabled[ix.where[k]]} != set(bundle):
             return move
-        out = self._chain(state, move, bundle, lambda fps: commutes(ix, t, budgets, fps))
-        if out is not move:
-            self.chained += len(out[0][1]) - 1
-        return out
+        return self._chain(state, move, bundle, lambda fps: commutes(ix, t, budgets, fps))
 
     def terminal_findings(self, state: Any) -> Sequence[Any]:
         return self.system.terminal_findings(state)
