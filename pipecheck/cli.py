@@ -142,9 +142,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop (exit 3) above this resident memory")
     v.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
                    help="explore up to N configuration classes at once, each in its own process (default: the CPUs "
-                        "this process may use, or 1 with --max-memory, which holds per process); with 2 or more, the "
-                        "lockstep re-check of a configuration's findings starts beside its search; the report is the "
-                        "same for every N")
+                        "this process may use, or 1 with --max-memory, which holds per process); a lone search has its "
+                        "wide frontiers expanded by N processes; with 2 or more, the lockstep re-check of a "
+                        "configuration's findings starts beside its search; the report is the same for every N")
     v.add_argument("--all", action="store_true",
                    help="keep exploring after the first finding of each configuration, to list every distinct one")
     v.add_argument("--cause-budget", type=_non_negative_int, default=2_000, metavar="STATES",

@@ -9,8 +9,9 @@ each runs ahead with the budget it would have if every search still out before i
 its own (`CauseBudget.after`: a failing spec's configurations mostly find something), and when
 its turn comes the result is kept only where the exact budget gives the same search; otherwise
 (one before it found nothing, and this one used all it had) it runs again here with the exact
-budget. Every search builds its own reduction (`Search.system`): its seed order learns as it
-goes (search/por.py), so a fresh one is what makes a second run the first one's equal.
+budget. Every search builds its own reduction (`Search.system`), with caches of its own. The
+search that runs in the run's own process has the expansions of its wide frontiers spread over
+`jobs` processes (search/pool.py): the same search, state for state.
 """
 from __future__ import annotations
 
