@@ -238,7 +238,7 @@ def test_shortcuts_of_the_closure_are_exact(name, ov):
     seen = {"derived": 0, "clash": 0}
 
     class Checked(por.Reduced):
-        def successors(self, state):
+        def expand(self, state, recent=()):
             procs, budgets = fp.processes(state, {fp.process_of(a) for a, _, _ in model.successors(state)})
             ix = por._Index(procs, self.flat)
             for p in procs:
@@ -258,7 +258,7 @@ def test_shortcuts_of_the_closure_are_exact(name, ov):
                 if p.enabled and por._clashes(ix, p) is not None:
                     seen["clash"] += 1
                     assert por._close(ix, frozen, budgets, 2) is None
-            return super().successors(state)
+            return super().expand(state, recent)
 
     exp = explore(Checked(model, fp), Limits())
     assert exp.complete and seen["derived"] > 0 and seen["clash"] > 0

@@ -33,7 +33,7 @@ HERE = -1  # a batch the search's own process works out
 # caches of the model's moves and the reduction's walks, so a state handed out costs a child about half as much again
 # as the search's process, where its neighbours were expanded (pingpong 7/15/8: 1.5x the CPU when every frontier of
 # two or more states per child was shared, no gain in time; with this bound, the same time as one process)
-NARROW = int(os.environ.get("PC_NARROW", "8"))
+NARROW = 8
 
 
 def in_turn(frontier: deque, take: Callable[[], Entry], expand: Expand) -> Iterator[tuple[Entry, tuple]]:
