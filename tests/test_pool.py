@@ -102,3 +102,23 @@ def test_a_child_that_raises_raises_in_the_search_at_that_state():
         for entry, _ in pool.spread(frontier, expand, 2):
             seen.append(entry[0])
     assert seen == list(range(7))
+
+
+@needs_children
+def test_a_child_that_dies_leaves_its_batches_to_the_search():
+    """A child killed mid-search (for memory, by a signal) is not an answer: its batch and everything after it are
+    expanded by the search's own process, and every entry comes back once, in order."""
+    me = os.getpid()
+
+    def expand(s, order):
+        if os.getpid() != me and s == 100:
+            os._exit(1)
+        return [], order, (s, os.getpid())
+
+    # 200 entries: batches of 48 for this process (0-47), child 0 (48-95), child 1 (96-143, where 100 kills it), ...
+    frontier = deque((i, i, 0, ()) for i in range(200))
+    got = [(entry[0], result[2][1]) for entry, result in pool.spread(frontier, expand, 2)]
+    assert [s for s, _ in got] == list(range(200)) and not frontier
+    by = dict(got)
+    assert all(by[s] != me for s in range(48, 96))  # child 0 answered before child 1 died
+    assert all(by[s] == me for s in range(96, 200))  # from the dead child's batch on, all here
