@@ -50,6 +50,14 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
     if children < 1 or not can_fork_beside():
         yield from in_turn(frontier, frontier.popleft, expand)
         return
+    share = children + 1
+    # the children are forked when a frontier first is wide enough to share: a search whose frontiers never are does
+    # not pay for them (after a fork, every page of the search's memory it writes to is copied)
+    while 0 < len(frontier) < NARROW * share:
+        entry = frontier.popleft()
+        yield entry, expand(entry[0], entry[3])
+    if not frontier:
+        return
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
@@ -68,7 +76,6 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
     batch: list[Entry] = []  # the batch being given back, from `given` on
     given = 0
     turn = HERE  # whose batch the next one is: this process's, then each child's in turn
-    share = children + 1
     alive = True
     try:
         while True:
