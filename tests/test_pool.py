@@ -122,3 +122,32 @@ def test_a_child_that_dies_leaves_its_batches_to_the_search():
     by = dict(got)
     assert all(by[s] != me for s in range(48, 96))  # child 0 answered before child 1 died
     assert all(by[s] == me for s in range(96, 200))  # from the dead child's batch on, all here
+
+
+@needs_children
+def test_large_states_do_not_stall_the_pipes():
+    """States and answers far larger than a pipe holds: the search hands a child its next batch while that child
+    hands back the answer to the one before (a child reads its batches as they come). The alarm only turns a stall
+    into a failure; nothing here is timed."""
+    import signal
+
+    big = b"x" * 400_000
+
+    def expand(s, order):
+        return [(s[0], s, ())], order, ()
+
+    class Stalled(Exception):  # (not an OSError, which the pool takes for a dead child)
+        pass
+
+    def stalled(*_):
+        raise Stalled("the pipes stalled")
+
+    old = signal.signal(signal.SIGALRM, stalled)
+    signal.alarm(60)
+    try:
+        frontier = deque(((i, big), i, 0, ()) for i in range(300))
+        got = [entry[0][0] for entry, _ in pool.spread(frontier, expand, 2)]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert got == list(range(300))

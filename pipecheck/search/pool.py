@@ -4,9 +4,10 @@
 persistent set, the model's moves, the symmetric canon) is nearly all of a search's time, and it is a function of
 the state and the seed order it was reached with alone (search/por.py `Reduced.expand`): so children forked from the
 search can work out the states at the head of the frontier while the search takes in the results of those before
-them. `expansions` hands batches of frontier states to the children in turn and gives back each state with its
-successors in the frontier's order; the search does with them exactly what it does with states it expands itself,
-so it visits the same states in the same order, and finds the same witnesses, whatever the number of processes.
+them. `spread` takes batches from the head of the frontier, one for the search's own process and one for each child
+in turn, and gives back each state with its successors in the frontier's order; the search does with them exactly
+what it does with states it expands itself, so it visits the same states in the same order, and finds the same
+witnesses, whatever the number of processes.
 
 The children inherit the search's system as it was when they were forked (nothing of it is pickled); states go to
 them and successors come back pickled, one batch at a time. A child that dies (killed for memory, a signal) is not
@@ -29,10 +30,10 @@ Expand = Callable[[Any, Any], tuple]  # (state, seed order) -> (successors, thei
 BATCH = 48  # frontier states in one batch, at most: each costs a few milliseconds to expand
 AHEAD = 2  # batches out at once per process: one to work on, one waiting
 HERE = -1  # a batch the search's own process works out
-# with no batch out, a frontier of fewer states than this per child is expanded here: each process keeps its own
+# with no batch out, a frontier of fewer states than this per process is expanded here: each process keeps its own
 # caches of the model's moves and the reduction's walks, so a state handed out costs a child about half as much again
-# as the search's process, where its neighbours were expanded (pingpong 7/15/8: 1.5x the CPU when every frontier of
-# two or more states per child was shared, no gain in time; with this bound, the same time as one process)
+# as the search's process, where its neighbours were expanded (pingpong 7/15/8: 1.57x the CPU when every frontier of
+# two or more states a process was shared, no gain in time; with this bound it never is, and no child is forked)
 NARROW = 8
 
 
@@ -45,8 +46,8 @@ def in_turn(frontier: deque, take: Callable[[], Entry], expand: Expand) -> Itera
 
 def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Entry, tuple]]:
     """Each entry taken from the head of `frontier` with its expansion, in the frontier's order, the expansions
-    worked out by `children` forked processes (the caller appends to `frontier` between the entries it is given).
-    Where no child can be started, everything is worked out here."""
+    worked out by this process and `children` forked ones (the caller appends to `frontier` between the entries it is
+    given). Where no child can be started, everything is worked out here."""
     if children < 1 or not can_fork_beside():
         yield from in_turn(frontier, frontier.popleft, expand)
         return
@@ -131,10 +132,25 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
 
 def _child(expand: Expand, conn: Any) -> None:
     orphan_dies()
+    # a thread reads the batches as they come, so the search's process never waits to hand one over while this one
+    # waits to hand back an answer the search has not read yet (large states fill a pipe: neither would go on)
+    import queue
+    import threading
+
+    batches: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            try:
+                batches.put(conn.recv())
+            except (EOFError, OSError):
+                batches.put(None)
+                return
+
+    threading.Thread(target=read, daemon=True).start()
     while True:
-        try:
-            batch = conn.recv()
-        except (EOFError, OSError):
+        batch = batches.get()
+        if batch is None:
             break
         done: list = []
         answer: tuple = ("ok", done)
