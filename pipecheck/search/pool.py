@@ -52,26 +52,8 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
         yield from in_turn(frontier, frontier.popleft, expand)
         return
     share = children + 1
-    # the children are forked when a frontier first is wide enough to share: a search whose frontiers never are does
-    # not pay for them (after a fork, every page of the search's memory it writes to is copied)
-    while 0 < len(frontier) < NARROW * share:
-        entry = frontier.popleft()
-        yield entry, expand(entry[0], entry[3])
-    if not frontier:
-        return
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    sys.stdout.flush()  # a child must not write out what the search's process had buffered
-    sys.stderr.flush()
-    conns, procs = [], []
-    for _ in range(children):
-        ours, theirs = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_child, args=(expand, theirs), daemon=True)
-        proc.start()
-        theirs.close()
-        conns.append(ours)
-        procs.append(proc)
+    conns: list = []  # the search's end of each child's pipe, once they are forked
+    procs: list = []
     # the batches taken from the frontier, in its order: (the child working it out, or HERE, its entries)
     out: deque[tuple[int, list[Entry]]] = deque()
     batch: list[Entry] = []  # the batch being given back, from `given` on
@@ -84,6 +66,10 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
                 batch, given = [frontier.popleft()], 1
                 yield batch[0], expand(batch[0][0], batch[0][3])
                 continue
+            if not conns and frontier:
+                # forked when a frontier first is wide enough to share: a search whose frontiers never are does not
+                # pay for them (after a fork, every page of the search's memory it writes to is copied)
+                conns, procs = _start(expand, children)
             while alive and frontier and len(out) < AHEAD * share:
                 n = max(1, min(BATCH, len(frontier) // share))
                 part = [frontier.popleft() for _ in range(min(n, len(frontier)))]
@@ -128,6 +114,24 @@ def spread(frontier: deque, expand: Expand, children: int) -> Iterator[tuple[Ent
         for proc in procs:
             proc.terminate()
             proc.join()
+
+
+def _start(expand: Expand, children: int) -> tuple[list, list]:
+    """Fork `children` processes expanding states: (the search's end of each one's pipe, the processes)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    sys.stdout.flush()  # a child must not write out what the search's process had buffered
+    sys.stderr.flush()
+    conns, procs = [], []
+    for _ in range(children):
+        ours, theirs = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_child, args=(expand, theirs), daemon=True)
+        proc.start()
+        theirs.close()
+        conns.append(ours)
+        procs.append(proc)
+    return conns, procs
 
 
 def _child(expand: Expand, conn: Any) -> None:

@@ -485,11 +485,11 @@ def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int
     return avail, at
 
 
-def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: list | None = None,
+def persistent(procs: list[Process], budgets: Mapping[Any, Any], won: list | None = None,
                flat: Flat | None = None, index: list | None = None, recent: tuple = ()) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
-    `recent`: the processes that were alone a persistent set on the way to this state, the latest first (`wins`
+    `recent`: the processes that were alone a persistent set on the way to this state, the latest first (`won`
     gets the key of the one that is here, if one is): they are tried first (any order gives a persistent set; a
     good one saves the failing tries, and the process that was alone persistent a step ago most often is again).
     `flat` keeps the walks' plans and results across states (one per search). `index` gets the state's `_Index`
@@ -532,8 +532,8 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: list | No
             stop: list = []
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
-                if wins is not None:
-                    wins.append(seed.key)
+                if won is not None:
+                    won.append(seed.key)
                 return set(t)
             # its growth passed through the set it stopped at, and goes on from there as it would have
             starts.append((seed, stop[0]))
@@ -551,8 +551,8 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], wins: list | No
         if n < best_n:
             best, best_n = set(t), n
             if n == 1 or len(t) == len(_bundled(ix, frozenset((seed.key,)))):  # one move: none is smaller
-                if wins is not None:
-                    wins.append(seed.key)
+                if won is not None:
+                    won.append(seed.key)
                 break
     return best
 
