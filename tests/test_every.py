@@ -194,3 +194,70 @@ def test_corpus_every_is_refused_or_agrees(path):
         assert r.verdict == "verified"
     else:
         assert r.every.witness_k == want
+
+
+# ---------------------------------------------------------------- persistent kernels: --every over the tile loop
+
+PERSISTENT = DATA / "persistent.pipe"
+_DRAIN = "      if lane == 0 { wait_group_read STAGES_D - 1 }\n"
+
+
+@pytest.mark.parametrize("old,new,want", [
+    (None, None, None),
+    (_DRAIN, "", "store-reuse"),  # no drain before a store stage is rewritten: from the third tile on
+    (_DRAIN, _DRAIN.replace("STAGES_D - 1", "STAGES_D"), "store-reuse"),  # one store too many in flight
+    ("        syncwarp\n        if lane == 0 { arrive empty", "        if lane == 0 { arrive empty", "overwrite"),
+], ids=["fixed", "no-drain", "drain-one-short", "release-before-read"])
+def test_every_tiles_agrees_with_each_tile_count(tmp_path, old, new, want):
+    """A tile loop around the K loop (tags `t * K_TILES + k`), bulk-store groups, rings of two rates: the
+    folded run over TILES finds a bug exactly when some tile count has it, at the smallest such count."""
+    path = PERSISTENT
+    if old is not None:
+        text = PERSISTENT.read_text()
+        assert old in text
+        path = tmp_path / "p.pipe"
+        path.write_text(text.replace(old, new, 1))
+    every = verify_file(str(path), Options(every="TILES", check_scheduling=False))
+    want_k, want_codes = _first_finding_k(path, "TILES", 1, 6)
+    assert every.every.witness_k == want_k
+    if want is None:
+        assert want_k is None and every.verdict == "verified"
+    else:
+        assert want in want_codes and every.verdict == "findings"
+        assert set(every.every.codes) & want_codes
+
+
+def test_every_tiles_state_count_does_not_depend_on_the_range(tmp_path):
+    counts = []
+    for rng in ("1..8", "1..64"):
+        p = tmp_path / f"p_{rng.replace('..', '_')}.pipe"
+        p.write_text(PERSISTENT.read_text().replace("TILES    = 2 in 1..8", f"TILES    = 2 in {rng}"))
+        r = verify_file(str(p), Options(every="TILES"))
+        assert r.verdict == "verified"
+        counts.append(r.every.states)
+    assert len(set(counts)) == 1
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("    for t in 0 .. TILES {\n      if elect()", "    for t in 0 .. (TILES + 1) / 2 {\n      if elect()",
+     "other than as the upper bound"),  # a pingpong warpgroup's share of the tiles
+    ("tile t * K_TILES + k bytes", "tile t * 3 + k bytes", "different strides"),
+    ("tile t * K_TILES + k bytes", "tile t * K_TILES - k bytes", "used other than in a tile tag"),
+    ("    if lane == 0 { wait_group_read 0 }", "    if TILES < 3 { wait_group_read 0 }", "upper bound of a `for`"),
+])
+def test_every_tiles_refused_by_name(tmp_path, old, new, why):
+    text = PERSISTENT.read_text()
+    assert old in text
+    p = tmp_path / "r.pipe"
+    p.write_text(text.replace(old, new, 1))
+    code, _, err = cli("verify", str(p), "--every", "TILES")
+    assert code == 2 and why in err and "[every]" in err, err
+
+
+def test_every_tiles_takes_a_branch_the_whole_range_agrees_on(tmp_path):
+    """`if TILES > 0` is true at every value of 1..8 (CUTLASS's store tail): folded the same at each."""
+    text = PERSISTENT.read_text().replace("    if lane == 0 { wait_group_read 0 }",
+                                          "    if TILES > 0 { if lane == 0 { wait_group_read 0 } }")
+    p = tmp_path / "b.pipe"
+    p.write_text(text)
+    assert verify_file(str(p), Options(every="TILES")).verdict == "verified"

@@ -70,6 +70,19 @@ def token_slot(ins: Instr) -> int | None:
 GHOST_USERS = (MMA, MMA_WAIT, MMA_COMMIT, COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE)
 
 
+def registers_written(ins: Instr) -> set[int]:
+    """The registers an instruction assigns (a ghost counter it advances included)."""
+    if ins.op in (LET, CHOOSE, RING, ADVANCE):
+        return {ins.args[0]}
+    if ins.op == PROBE:
+        return {ins.args[2]}
+    if ins.op in (ARRIVE, ARRIVE_DROP) and token_slot(ins) is not None:
+        return {ins.args[-1]}
+    if ins.op in (MMA, COMMIT_GROUP, CP_ASYNC):
+        return {ins.args[-1]}
+    return set()
+
+
 def liveness(prog: Program) -> list[frozenset[int]]:
     """Registers live on entry to each instruction (backward dataflow)."""
     n = len(prog.instrs)
@@ -77,24 +90,19 @@ def liveness(prog: Program) -> list[frozenset[int]]:
     defs: list[set[int]] = []
     succ = prog.successors()
     for ins in prog.instrs:
-        u, d = set(), set()
+        u, d = set(), registers_written(ins)
         if ins.op == LET:
-            d.add(ins.args[0])
             u |= registers_read(ins.args[1])
         elif ins.op == CHOOSE:
-            d.add(ins.args[0])
             u |= registers_read(ins.args[1:])
         elif ins.op == RING:
-            d.add(ins.args[0])
+            pass
         elif ins.op == ADVANCE:
             u.add(ins.args[0])
-            d.add(ins.args[0])
         elif ins.op == PROBE:
             u |= registers_read(ins.args[:2])
-            d.add(ins.args[2])
         elif ins.op in (ARRIVE, ARRIVE_DROP) and token_slot(ins) is not None:
             u |= registers_read(ins.args[:-1])
-            d.add(ins.args[-1])
         else:
             u |= registers_read(ins.args)
             if ins.op in GHOST_USERS:

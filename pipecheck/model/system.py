@@ -119,6 +119,8 @@ class Model:
         self.warp_mates = [tuple(warps[(cl.cta, cl.role, cl.instance, cl.warp)]) if any(
             i.op is COLL and i.a in WARP_MEETINGS for i in self.code[cl.id]) else () for cl in classes]
         self.horizon = FUTURE_HORIZON if every is None else every.horizon
+        # --every, K far: how many loop guards a future may cross (the plan's NEAR counts on it)
+        self.crossings = None if every is None else every.crossings
         self.future_cache: dict = {}
         self.step_cache: dict = {}
 
@@ -232,6 +234,9 @@ class Model:
                     raise EvalError("", -1)
                 pc, env = nxt[0]
             steps = self.step_cache
+            kp = self.kplans[c] if self.crossings is not None else None
+            counters = () if kp is None or env[kp.kslot] is None or env[kp.kslot] < FAR_K else \
+                tuple((v, env[v]) for v in kp.loopvars if env[v] is not None)
             # each step keeps the step after it once looked up (futures walk the same chains over and over)
             prev = entry = None
             for _ in range(self.horizon):
@@ -246,6 +251,8 @@ class Model:
                 if how is _GOES:
                     pc, env = nxt
                     prev, entry = entry, after
+                    if counters and any(env[v] is not None and env[v] - x > self.crossings for v, x in counters):
+                        break  # --every, K far: no further than the plan's NEAR allows (cut: not exhaustive)
                     continue
                 exhaustive = how is _ENDS
                 break

@@ -97,7 +97,7 @@ def verify_every(path: str, options: Options, progress: Callable | None, ordinar
         except Refused as exc:
             raise refusal(Refused(f"{exc} (at {name} = {k})", exc.site), name, sites, param.span) from None
         try:
-            bound_only(merged, kvar, name)
+            bound_only(merged, kvar, name, values=range(lo, hi + 1))
         except Refused as exc:
             raise refusal(exc, name, sites) from None
     states = 0

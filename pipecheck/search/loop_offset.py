@@ -19,11 +19,15 @@ register (FAR + shift), so only values of the declared range are written.
 
 Soundness rests on the mapping commuting with every step, which `plan` checks on the lowered
 code, refusing by name otherwise: K appears only as the bound of `for` loops that are not inside
-another loop; a loop counter appears only in tile tags (`tile k`, `tile k + c`) and its own
-increment; rings used in such a loop have one size, are read only through `.index` / `.phase`
-and index every barrier the loop uses; branches inside the loop read no counter, there is no
-`choose` and no value carried between iterations; no bulk-store group, cp.async or tcgen05
-commit counter. Each concrete K-system is finite and acyclic, so the partial-order reduction
+another loop (or in an `if` that takes the same branch at every K of the range); a loop counter
+appears only in tile tags (`tile k + c`, or `tile k * C + j + c` with j the counter of an inner
+`for`: the tile loop of a persistent kernel, `--every TILES`) and its own increment, each buffer's
+tags following it with one stride C; rings used in such a loop are read only through `.index` /
+`.phase` and index every barrier the loop uses, and rings joined by the barriers they index have one
+size (each such family is shifted on its own: a store ring advances once a tile, the mainloop ring
+K times); branches inside the loop read no counter, there is no `choose` and no value carried
+between iterations; no cp.async or tcgen05 commit counter. Bulk-store group counters
+(`commit_group` / `wait_group`) are shifted per class, with the groups of that class's stores. Each concrete K-system is finite and acyclic, so the partial-order reduction
 needs no cycle proviso: the folded graph contains a reduced graph of every K-system up to
 offsets (docs/performance.md, "Loop-offset abstraction").
 """
@@ -35,20 +39,23 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..core.diagnostics import SpecError, error
-from ..model.compiled import liveness, registers_read, ring_index
-from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
+from ..model.compiled import liveness, registers_read, registers_written, ring_index
+from ..model.ir import (ADVANCE, ARRIVE, ARRIVE_DROP, BRANCH, CHOOSE, COLL, COLL_WAIT, COMMIT_GROUP, COMPLETE_TX, CP_ASYNC,
                         CP_ASYNC_ARRIVE, EXPECT_TX, FENCE_INIT, INIT, INVAL, JUMP, LET, LOCAL_OPS, MMA, MMA_COMMIT,
                         MMA_WAIT, READ, RING, TMA_LOAD, TMA_STORE, WAIT, WAIT_GROUP, WRITE, Instr, Program, RConst,
-                        ROp, RRef, RRing, RVar, Site)
+                        EvalError, ROp, RRef, RRing, RVar, Site, compile_expr)
 from ..model.state import FAR_K, State, merge_groups
-from ..model.system import FUTURE_HORIZON, Model
+from ..model.system import FUTURE_HORIZON, WARP_MEETINGS, Model
 from .por import ReducibleSystem
 
 FAR = FAR_K  # the K register of a state whose loops are nowhere near their end
 ROOT = "every-k-root"  # `halted` of the root state, whose successors are the K-far start and the small K
 EVERY_HORIZON = 24  # the reduction's look-ahead under --every (NEAR grows with it; docs/performance.md)
 
-_REFUSED = (COMMIT_GROUP, WAIT_GROUP, CP_ASYNC, CP_ASYNC_ARRIVE, MMA_COMMIT)
+_REFUSED = (CP_ASYNC, CP_ASYNC_ARRIVE, MMA_COMMIT)
+_GROUPS = (COMMIT_GROUP, WAIT_GROUP)
+_COUNTER_USE = ("a loop counter is used other than in a tile tag (`tile k + c`, c >= 0, or `tile k * C + j + c` "
+                "with j the counter of an inner `for`)")  # bulk-store group counters: args[-1], one per thread, shifted per class
 _TAGGED = (TMA_LOAD, READ, WRITE, TMA_STORE)  # args[0] buffer, args[1] tile tag
 
 
@@ -110,24 +117,40 @@ def merge_tree(a: Any, b: Any, ka: int, kb: int, kvar: RVar, name: str, site: in
     return a
 
 
-def bound_only(body: Any, kvar: RVar, name: str, site: int = -1) -> None:
-    """Refuse a merged role body (lower.RoleCode) that reads K other than as the upper bound of a `for`."""
+def bound_only(body: Any, kvar: RVar, name: str, site: int = -1, values: Sequence[int] = ()) -> None:
+    """Refuse a merged role body (lower.RoleCode) that reads K other than as the upper bound of a `for`,
+    or as the condition of an `if` that reads nothing else and takes the same branch at every K of
+    `values` (`if TILES > 0` over 1..8): the lowering folds that branch the same way at each of them."""
     if isinstance(body, (tuple, list)):
         if body and isinstance(body[-1], int) and not isinstance(body[-1], bool):
             site = body[-1]
         if len(body) == 6 and body[0] == "for":  # ("for", slot, lo, hi, body, site)
-            bound_only(body[2], kvar, name, site)
+            bound_only(body[2], kvar, name, site, values)
             if body[3] != kvar:
-                bound_only(body[3], kvar, name, site)
-            bound_only(body[4], kvar, name, site)
+                bound_only(body[3], kvar, name, site, values)
+            bound_only(body[4], kvar, name, site, values)
+            return
+        if len(body) == 5 and body[0] == "if" and _same_branch(body[1], kvar, values):
+            bound_only(body[2:], kvar, name, site, values)
             return
         for x in body:
-            bound_only(x, kvar, name, site)
+            bound_only(x, kvar, name, site, values)
     elif body == kvar:
         raise Refused(f"{name} is used other than as the upper bound of a `for` loop", site)
     elif dataclasses.is_dataclass(body):
         for f in dataclasses.fields(body):
-            bound_only(getattr(body, f.name), kvar, name, site)
+            bound_only(getattr(body, f.name), kvar, name, site, values)
+
+
+def _same_branch(cond: Any, kvar: RVar, values: Sequence[int]) -> bool:
+    """Whether `cond` reads K alone and is equally true at every K of `values`."""
+    if not values or registers_read(cond) != {kvar.slot}:
+        return False
+    try:
+        f = compile_expr(cond)
+        return len({bool(f((k,))) for k in values}) == 1
+    except (ArithmeticError, EvalError):  # a division by zero at some K: not the same branch
+        return False
 
 
 # ---------------------------------------------------------------- the per-class plan
@@ -141,23 +164,30 @@ class ClassPlan:
     loopvars: frozenset = frozenset()
     rings: frozenset = frozenset()
     hidden: frozenset = frozenset()  # wgmma group counters
+    groups: frozenset = frozenset()  # bulk-store group counters (commit_group / wait_group)
     family: tuple = ()  # every counter slot, sorted
     tconst: list = field(default_factory=list)  # per pc: a constant tile tag or loop start still reachable
     vinit: list = field(default_factory=list)  # per pc: the largest loop start still reachable
-    rinit: list = field(default_factory=list)  # per pc: a ring of the family may still be (re)started
+    rinit: list = field(default_factory=list)  # per pc: the families of the rings that may still be (re)started
+    ring_size: dict = field(default_factory=dict)  # ring slot -> its stages
+    ring_family: dict = field(default_factory=dict)  # ring slot -> its family (Plan.families)
+    blind: tuple = ()  # rings the loop advances that this class never reads: their values are kept at 0
     exit_live: dict = field(default_factory=dict)  # guard pc -> counters live after the loop
     stride: int = 0  # the fewest visible statements of an iteration that has any (0: no loop over K)
+    busy: int = 0  # the same, not counting a warp's meetings
+    inner: frozenset = frozenset()  # counters of other `for` loops: constant starts >= 0, + 1 steps
 
 
 @dataclass
 class Plan:
     name: str
     lo: int
-    stages: int  # the size of the rings of the loops (0: none)
+    families: tuple  # per ring family (rings joined by the barriers they index): its rings' size
     classes: list[ClassPlan]
-    tbufs: frozenset  # buffer names whose tags follow a loop counter
-    rbars: frozenset  # barrier names indexed by the loops' rings (anywhere): their phases shift with them
+    tbufs: dict  # buffer name -> stride: its tags are `stride * k + ...` of a loop counter k
+    rbars: dict  # barrier name -> the family of the loops' rings that index it (anywhere): its phases shift with them
     near: int = 0  # how many guard crossings one step and the reduction's look-ahead can make
+    crossings: int = 0  # how many guard crossings a future (the look-ahead) may make, K far
     horizon: int = FUTURE_HORIZON  # the look-ahead of the reduction (visible statements of a thread)
 
 
@@ -177,19 +207,60 @@ def _rings_in(e: Any, out: list) -> None:
             _rings_in(x, out)
 
 
-def _tag_form(e: Any, loopvars: frozenset) -> str:
-    """'const', 'counter' (k, k + c, c + k with c >= 0) or 'other'."""
+def _linear(e: Any) -> tuple[dict[int, int], int] | None:
+    """An expression as a sum of registers times constants plus a constant, or None."""
+    if isinstance(e, RConst) and isinstance(e.value, int):
+        return {}, int(e.value)
+    if isinstance(e, RVar):
+        return {e.slot: 1}, 0
+    if isinstance(e, ROp) and len(e.args) == 2 and e.op in ("+", "-", "*"):
+        a, b = _linear(e.args[0]), _linear(e.args[1])
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if a[0] and b[0]:
+                return None
+            (vs, c), f = (a, b[1]) if a[0] else (b, a[1])
+            return {v: x * f for v, x in vs.items()}, c * f
+        sign = 1 if e.op == "+" else -1
+        vs = dict(a[0])
+        for v, x in b[0].items():
+            vs[v] = vs.get(v, 0) + sign * x
+        return {v: x for v, x in vs.items() if x}, a[1] + sign * b[1]
+    return None
+
+
+def _tag_form(e: Any, loopvars: frozenset, inner: frozenset = frozenset()) -> tuple[str, int]:
+    """('const', 0); ('counter', stride) for `stride * k + c + a * j + ...` over one loop counter k, with
+    stride >= 1, c >= 0 and a >= 1 over counters j of inner `for` loops (never negative, never carrying
+    a tile number), so the tag is never negative and moves with k alone: `tile t * K_TILES + k`,
+    `tile k + 1`; or ('other', 0). A `- c` could meet the EMPTY / CLOBBERED tags."""
     if e is None or isinstance(e, RConst):
-        return "const"
-    if isinstance(e, RVar) and e.slot in loopvars:
-        return "counter"
-    if isinstance(e, ROp) and e.op == "+" and len(e.args) == 2:  # k - c could meet the EMPTY/CLOBBERED tags
-        x, y = e.args
-        if isinstance(x, RVar) and x.slot in loopvars and isinstance(y, RConst) and y.value >= 0:
-            return "counter"
-        if isinstance(y, RVar) and y.slot in loopvars and isinstance(x, RConst) and x.value >= 0:
-            return "counter"
-    return "other"
+        return "const", 0
+    lin = _linear(e)
+    if lin is None:
+        return "other", 0
+    coeffs, const = lin
+    outer = [v for v in coeffs if v in loopvars]
+    if len(outer) != 1 or const < 0 or coeffs[outer[0]] < 1:
+        return "other", 0
+    if any(v != outer[0] and (v not in inner or x < 1) for v, x in coeffs.items()):
+        return "other", 0
+    return "counter", coeffs[outer[0]]
+
+
+def _inner_counters(prog: Program, exclude: frozenset) -> frozenset:
+    """Registers assigned only a constant >= 0 or their own value + 1 (the counters of `for` loops)."""
+    ok: dict[int, bool] = {}
+    for ins in prog.instrs:
+        for v in registers_written(ins):
+            good = False
+            if ins.op == LET:
+                e = ins.args[1]
+                good = (isinstance(e, RConst) and isinstance(e.value, int) and e.value >= 0) or \
+                    _linear(e) == ({v: 1}, 1)
+            ok[v] = ok.get(v, True) and good
+    return frozenset(v for v, good in ok.items() if good and v not in exclude)
 
 
 def _tags(ins: Instr) -> list[tuple[RRef, Any]]:
@@ -230,8 +301,7 @@ def _reach_from(succ: list[list[int]], value: list) -> list:
 def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) -> Plan:
     """Check the merged programs against the abstraction's rules; raise Refused naming the statement."""
     plans: list[ClassPlan] = []
-    tbufs: set[str] = set()
-    rbars: set[str] = set()
+    tbufs: dict[str, int] = {}
     stages: set[int] = set()
     cache: dict[Program, ClassPlan] = {}
     for prog in progs:
@@ -248,13 +318,10 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
                 raise Refused("a TMA load that lands in another CTA (`tma_load ... on cta`) is not shifted by the "
                               "abstraction", ins.site)
             for ref, tag in _tags(ins):  # every tag on a buffer whose tags follow a counter: a counter or a literal
-                if ref.name in tbufs and _tag_form(tag, cp.loopvars) == "other":
-                    raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`) nor a constant",
-                                  ins.site)
-            for ref in _bar_refs(ins):  # a barrier indexed by a shifted ring anywhere has its phases shifted
-                idx = ring_index(ref)
-                if idx is not None and idx.slot in cp.rings:
-                    rbars.add(ref.name)
+                if ref.name in tbufs and _tag_form(tag, cp.loopvars, cp.inner)[0] == "other":
+                    raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`, "
+                                  "`tile k * C + j`) nor a constant", ins.site)
+    families, rbars = _ring_families(progs, plans)
     waits: list[tuple[str, int]] = []
     for prog, cp in zip(progs, plans):
         for ins in prog.instrs:
@@ -265,11 +332,8 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
     for bar, site in waits:
         if bar in rbars:
             raise Refused(f"{bar} is waited on through a ring that the loop does not advance", site)
-    if len(stages) > 1:
-        raise Refused(f"the rings of the {name} loops have different sizes ({', '.join(map(str, sorted(stages)))})")
     # a constant tile tag on a buffer whose tags follow a counter, or a loop start, still to come keeps the
-    # tiles family unshifted; a ring start still to come, the rings family
-    S = next(iter(stages), 0)
+    # tiles family unshifted; a ring start still to come, the rings of its size
     for prog, cp in zip(progs, plans):
         if cp.tconst:
             continue
@@ -284,21 +348,60 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
             if ins.op == LET and ins.args[0] in cp.loopvars and isinstance(ins.args[1], RConst):
                 consts[pc].add(ins.args[1].value)
                 starts[pc].add(ins.args[1].value)
-            if ins.op == RING and ins.args[0] in cp.rings:
-                rstart[pc].add(True)
+            if ins.op == RING and ins.args[0] in cp.ring_family:
+                rstart[pc].add(cp.ring_family[ins.args[0]])
         cr, sr, rr = _reach_from(succ, consts), _reach_from(succ, starts), _reach_from(succ, rstart)
         cp.tconst = [bool(x) for x in cr]
         cp.vinit = [max(x) if x else None for x in sr]
-        cp.rinit = [bool(x) for x in rr]
-    strides = [cp.stride for cp in plans if cp.stride]
-    # the look-ahead reads EVERY_HORIZON visible statements: at most that many / stride more crossings,
-    # one for the step itself and one for a walk that starts just before a guard
+        cp.rinit = [frozenset(x) for x in rr]
+    strides = [cp.stride for cp in plans if cp.busy]
+    # the look-ahead reads EVERY_HORIZON visible statements: at most that many / stride more crossings. Lanes
+    # whose iterations may be nothing but a meeting with their warp's elected lane have their futures cut at
+    # that many (Model.future): they would otherwise cross a guard per statement. NEAR adds one for the step
+    # itself and one for a walk that starts just before a guard
     horizon = EVERY_HORIZON
-    near = 2 + horizon // min(strides) if strides else 1
-    return Plan(name, lo, S, plans, frozenset(tbufs), frozenset(rbars), near, horizon)
+    crossings = horizon // min(strides) if strides else 0
+    near = 2 + crossings if any(cp.stride for cp in plans) else 1
+    return Plan(name, lo, families, plans, dict(sorted(tbufs.items())), rbars,
+                near, crossings, horizon)
 
 
-def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
+def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tuple, dict]:
+    """Rings of the loops joined by the barriers they index (anywhere), each such family shifted on its own: a
+    store ring that indexes no barrier advances at its own rate. Sets each class plan's `ring_family`; returns
+    each family's size and the family of each barrier. A barrier indexed by rings of two sizes is refused."""
+    parent: dict = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for prog, cp in zip(progs, plans):
+        for slot in sorted(cp.ring_size):
+            find(("r", id(cp), slot))
+        for ins in prog.instrs:
+            for ref in _bar_refs(ins):
+                idx = ring_index(ref)
+                if idx is not None and idx.slot in cp.ring_size:
+                    parent[find(("r", id(cp), idx.slot))] = find(("b", ref.name))
+    fid: dict = {}
+    sizes: list[int] = []
+    for prog, cp in zip(progs, plans):
+        for slot in sorted(cp.ring_size):
+            root = find(("r", id(cp), slot))
+            if root not in fid:
+                fid[root] = len(sizes)
+                sizes.append(cp.ring_size[slot])
+            elif sizes[fid[root]] != cp.ring_size[slot]:
+                name = root[1] if root[0] == "b" else "the same barriers"
+                raise Refused(f"barrier {name} is indexed by rings of different sizes")
+            cp.ring_family[slot] = fid[root]
+    rbars = {x[1]: fid[find(x)] for x in sorted(parent, key=str) if x[0] == "b" and find(x) in fid}
+    return tuple(sizes), rbars
+
+
+def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
     ins_ = prog.instrs
     kslot = prog.nslots - 1
     guards: dict[int, int] = {}
@@ -329,9 +432,13 @@ def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
     inside = {pc for body in bodies.values() for pc in body}
     rings: set[int] = set()
     hidden: set[int] = set()
+    groups: set[int] = set()
+    inner = _inner_counters(prog, loopvars | {kslot})
     for pc, ins in enumerate(ins_):
         if ins.op in _REFUSED:
             raise Refused(f"'{ins.op}' keeps a counter the abstraction does not shift", ins.site)
+        if ins.op in _GROUPS:
+            groups.add(ins.args[-1])
         if pc in inside:
             if ins.op == ADVANCE:
                 rings.add(ins.args[0])
@@ -355,23 +462,28 @@ def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
         tagged = _tags(ins)
         if tagged and not registers_read(_untagged(ins)) & loopvars:
             for ref, tag in tagged:
-                form = _tag_form(tag, loopvars)
+                form, stride = _tag_form(tag, loopvars, inner)
                 if form == "other":
-                    raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`, c >= 0)", ins.site)
+                    raise Refused(_COUNTER_USE, ins.site)
                 if form == "counter":
-                    tbufs.add(ref.name)
+                    if tbufs.setdefault(ref.name, stride) != stride:
+                        raise Refused(f"the tile tags of {ref.name} follow the loop counter with different strides "
+                                      f"({tbufs[ref.name]} and {stride})", ins.site)
             continue
-        raise Refused("a loop counter is used other than in a tile tag (`tile k`, `tile k + c`, c >= 0)", ins.site)
+        raise Refused(_COUNTER_USE, ins.site)
     # rings: read through .index and .phase only; every barrier used in a loop is indexed by one
+    ring_size: dict[int, int] = {}
     for pc, ins in enumerate(ins_):
         found = []
         _rings_in(ins.args, found)
         for r in found:
             if r.slot in rings:
                 stages.add(r.stages)
+                if ring_size.setdefault(r.slot, r.stages) != r.stages:
+                    raise Refused("a ring of the loop is read with different sizes", ins.site)
                 if r.attr == "count":
                     raise Refused("a ring of the loop is read through .count", ins.site)
-        if ins.op == BRANCH and pc in inside and pc not in guards and registers_read(ins.args[0]) & (rings | loopvars | hidden):
+        if ins.op == BRANCH and pc in inside and pc not in guards and registers_read(ins.args[0]) & (rings | loopvars | hidden | groups):
             raise Refused("a branch inside the loop reads a counter", ins.site)
         if pc in inside:
             for ref in _bar_refs(ins):
@@ -393,13 +505,23 @@ def _class_plan(prog: Program, tbufs: set, stages: set) -> ClassPlan:
                 raise Refused("a value is carried from one iteration of the loop to the next", ins.site)
     strides = [_stride(prog, head) for head in guards]
     stride = min((x for x in strides if x), default=0)
+    busy = min((x for x in (_stride(prog, head, True) for head in guards) if x), default=0)
     exit_live = {head: tuple(sorted(live[ins_[head].target] & set(fam))) for head in guards}
-    return ClassPlan(kslot, guards, loopvars, frozenset(rings), frozenset(hidden), fam, exit_live=exit_live,
-                     stride=stride)
+    return ClassPlan(kslot, guards, loopvars, frozenset(rings), frozenset(hidden), frozenset(groups), fam,
+                     exit_live=exit_live, stride=stride, busy=busy, inner=inner, ring_size=ring_size,
+                     blind=tuple(sorted(rings - set(ring_size))))
 
 
-def _stride(prog: Program, head: int) -> int:
-    """The fewest visible statements on a path from the guard back to it that has at least one (0: none has)."""
+def _stride(prog: Program, head: int, busy: bool = False) -> int:
+    """The fewest visible statements on a path from the guard back to it that has at least one (0: none has);
+    `busy`: not counting a warp's meetings (an elect, a syncwarp), so that lanes that only meet their warp's
+    elected lane have none. An inner `for` over constants runs its trip count times (`_const_loops`)."""
+    return _fewest(prog, head, busy, _const_loops(prog), True)
+
+
+def _fewest(prog: Program, head: int, busy: bool, loops: dict, need_one: bool) -> int:
+    """Dijkstra over a loop body, from just past its guard `head` back to it: the fewest visible statements on
+    a path (with at least one when `need_one`: 0 when no such path)."""
     succ = prog.successors()
     exit_pc = prog.instrs[head].target
     best: dict[tuple[int, bool], int] = {}
@@ -407,16 +529,53 @@ def _stride(prog: Program, head: int) -> int:
     while heap:
         d, pc, any_ = heapq.heappop(heap)
         if pc == head:
-            if any_:
+            if any_ or not need_one:
                 return d
             continue
         if best.get((pc, any_), 1 << 30) <= d or pc == exit_pc:
             continue
         best[(pc, any_)] = d
-        vis = prog.instrs[pc].op not in LOCAL_OPS and prog.instrs[pc].op != COLL_WAIT  # coll + coll_wait: one step
+        inner = loops.get(pc)
+        if inner is not None:  # an inner loop over constants: its trips, each at least its body's fewest
+            ihead, iexit, trips = inner
+            cost = trips * _fewest(prog, ihead, busy, loops, False) if trips else 0
+            heapq.heappush(heap, (d + cost, iexit, any_ or cost > 0))
+            continue
+        ins = prog.instrs[pc]
+        vis = ins.op not in LOCAL_OPS and ins.op != COLL_WAIT  # coll + coll_wait: one step
+        if busy and ins.op == COLL and ins.args and ins.args[0] in WARP_MEETINGS:
+            vis = False
         for nxt in succ[pc]:
             heapq.heappush(heap, (d + vis, nxt, any_ or vis))
     return 0
+
+
+def _const_loops(prog: Program) -> dict[int, tuple[int, int, int]]:
+    """`for j in c0 .. c1` loops over constants, as lowered (lang/lower.py): the pc of `let j = c0` -> (guard,
+    exit, trips). Only loops whose counter nothing else in the body writes and that no `break` leaves."""
+    ins_ = prog.instrs
+    out = {}
+    for h, ins in enumerate(ins_):
+        if ins.op != BRANCH or h == 0:
+            continue
+        cond, exit_pc = ins.args[0], ins.target
+        if not (isinstance(cond, ROp) and cond.op == "<" and isinstance(cond.args[0], RVar)
+                and isinstance(cond.args[1], RConst)) or exit_pc is None or exit_pc < h + 3:
+            continue
+        j = cond.args[0].slot
+        init, step, back = ins_[h - 1], ins_[exit_pc - 2], ins_[exit_pc - 1]
+        if not (init.op == LET and init.args[0] == j and isinstance(init.args[1], RConst)
+                and back.op == JUMP and back.target == h
+                and step.op == LET and step.args[0] == j and _linear(step.args[1]) == ({j: 1}, 1)):
+            continue
+        body = range(h + 1, exit_pc - 2)
+        if any(j in registers_written(ins_[pc]) for pc in body):
+            continue
+        if any(ins_[pc].op in (JUMP, BRANCH) and ins_[pc].target is not None
+               and not h <= ins_[pc].target < exit_pc for pc in body):
+            continue  # a `break`, or a jump out of the loop
+        out[h - 1] = (h, exit_pc, max(0, int(cond.args[1].value) - int(init.args[1].value)))
+    return out
 
 
 def _bar_refs(ins: Instr) -> list[RRef]:
@@ -440,20 +599,19 @@ class Offset:
         self.plan = plan
         lay = model.layout
         self.cplans = [plan.classes[c.id] for c in model.classes]
-        self.tbuf = [False] * (lay.nbuf * lay.ncta)
-        self.rbar = [False] * (lay.nbar * lay.ncta)
+        self.tbuf = [0] * (lay.nbuf * lay.ncta)  # per buffer: the stride its tags follow the counter by (0: none)
+        self.rbar = [-1] * (lay.nbar * lay.ncta)  # per barrier: the family of the rings its phases follow (-1: none)
         decls = model.kernel
         for gid in range(len(self.tbuf)):
-            self.tbuf[gid] = decls.buffers[lay._decl_index(decls.buffers, gid % lay.nbuf)].name in plan.tbufs
+            self.tbuf[gid] = plan.tbufs.get(decls.buffers[lay._decl_index(decls.buffers, gid % lay.nbuf)].name, 0)
         for gid in range(len(self.rbar)):
-            self.rbar[gid] = decls.barriers[lay._decl_index(decls.barriers, gid % lay.nbar)].name in plan.rbars
+            self.rbar[gid] = plan.rbars.get(decls.barriers[lay._decl_index(decls.barriers, gid % lay.nbar)].name, -1)
         self.unit = model.mma_unit
         # wgmma units whose group counters are shifted: every class of such a unit counts its groups
         self.munits = {self.unit[c] for c, cp in enumerate(self.cplans) if cp.hidden}
         for c, cp in enumerate(self.cplans):
             if self.unit[c] in self.munits and not cp.hidden:
                 raise Refused("the threads of one warpgroup issue wgmma in the loop on some paths only")
-        self.S = plan.stages
         self._canon = getattr(base, "canon_successors", None)
         self._raw = getattr(base, "raw_successors", base.successors)
 
@@ -554,13 +712,23 @@ class Offset:
     def shift(self, s: State) -> State:
         if s.halted is not None:
             return s
-        tmin = rmin = FAR
+        tmin = FAR
+        sizes = self.plan.families
+        rmin = [FAR] * len(sizes)  # per ring family
         mmin: dict[int, int] = {}
-        S2 = 2 * self.S
+        gmin: dict[int, int] = {}
+        blind = False
         for c, groups in enumerate(s.locs):
             cp = self.cplans[c]
             u = self.unit[c]
             for (pc, env), _ in groups:
+                for r in cp.blind:
+                    if env[r]:
+                        blind = True
+                for g in cp.groups:
+                    x = env[g]
+                    if x is not None and x < gmin.get(c, FAR):
+                        gmin[c] = x
                 for v in cp.loopvars:
                     x = env[v]
                     if x is not None and x < tmin:
@@ -570,25 +738,28 @@ class Offset:
                     tmin = x
                 if cp.tconst[pc]:
                     tmin = 0  # a constant tag or loop start still to come keeps its meaning only unshifted
-                for r in cp.rings:
+                for r, f in cp.ring_family.items():
                     x = env[r]
-                    if x is not None and x < rmin:
-                        rmin = x
-                if cp.rinit[pc]:
-                    rmin = 0
+                    if x is not None and x < rmin[f]:
+                        rmin[f] = x
+                for f in cp.rinit[pc]:
+                    rmin[f] = 0
                 for h in cp.hidden:
                     x = env[h]
                     if x is not None and x < mmin.get(u, FAR):
                         mmin[u] = x
+        tbuf = self.tbuf
         for g, tag in enumerate(s.bufs):
-            if self.tbuf[g] and 0 <= tag < tmin:
-                tmin = tag
+            if tbuf[g] and tag >= 0 and tag // tbuf[g] < tmin:
+                tmin = tag // tbuf[g]
         for op in s.flight:
-            if self.tbuf[op[0]] and 0 <= op[1] < tmin:
-                tmin = op[1]
+            if tbuf[op[0]] and op[1] >= 0 and op[1] // tbuf[op[0]] < tmin:
+                tmin = op[1] // tbuf[op[0]]
         for st in s.stores:
-            if self.tbuf[st[2]] and st[3] is not None and 0 <= st[3] < tmin:
-                tmin = st[3]
+            if tbuf[st[2]] and st[3] is not None and st[3] >= 0 and st[3] // tbuf[st[2]] < tmin:
+                tmin = st[3] // tbuf[st[2]]
+            if st[1] >= 0 and st[0] in gmin and st[1] < gmin[st[0]]:
+                gmin[st[0]] = st[1]
         for u, (done, forming, inflight) in enumerate(s.mmas):
             if u in self.munits:
                 lo = min([done] + [f[0] for f in forming] + [f[0] for f in inflight])
@@ -599,37 +770,45 @@ class Offset:
                 tmin = self._tag_min(f[1], tmin)
                 if f[4]:
                     tmin = self._tag_min(f[4], tmin)
-        if self.S:
+        if rmin:
             for g, b in enumerate(s.bars):
-                if b is not None and self.rbar[g]:
-                    if b.phase * self.S < rmin:
-                        rmin = b.phase * self.S
+                f = self.rbar[g]
+                if b is not None and f >= 0:
+                    size = sizes[f]
+                    if b.phase * size < rmin[f]:
+                        rmin[f] = b.phase * size
                     for c, r in b.arrivers:
-                        if r is not None and r[0] in self.cplans[c].rings and r[1] * self.S < rmin:
-                            rmin = r[1] * self.S
+                        if r is not None and r[0] in self.cplans[c].rings and r[1] * size < rmin[f]:
+                            rmin[f] = r[1] * size
         dt = tmin if 0 < tmin < FAR else 0
-        dr = (rmin // S2) * S2 if self.S and 0 < rmin < FAR else 0
+        dr = {f: (x // (2 * sizes[f])) * 2 * sizes[f] for f, x in enumerate(rmin) if 2 * sizes[f] <= x < FAR}
         dm = {u: x for u, x in mmin.items() if 0 < x < FAR}
-        if not dt and not dr and not dm:
+        dg = {c: x for c, x in gmin.items() if 0 < x < FAR}
+        if not dt and not dr and not dm and not dg and not blind:
             return s
-        return self._apply(s, dt, dr, dm)
+        return self._apply(s, dt, dr, dm, dg)
 
     def _tag_min(self, ops: tuple, tmin: int) -> int:
         for buf, tag in ops:
-            if tag is not None and self.tbuf[buf] and 0 <= tag < tmin:
-                tmin = tag
+            k = self.tbuf[buf]
+            if tag is not None and k and tag >= 0 and tag // k < tmin:
+                tmin = tag // k
         return tmin
 
-    def _tags(self, ops: tuple, dt: int) -> tuple:
-        return tuple((buf, tag - dt if tag is not None and self.tbuf[buf] and tag >= 0 else tag) for buf, tag in ops)
+    def _tag(self, buf: int, tag: Any, dt: int) -> Any:
+        k = self.tbuf[buf]
+        return tag - dt * k if k and tag is not None and tag >= 0 else tag
 
-    def _apply(self, s: State, dt: int, dr: int, dm: dict[int, int]) -> State:
-        pr = dr // self.S if self.S else 0
+    def _tags(self, ops: tuple, dt: int) -> tuple:
+        return tuple((buf, self._tag(buf, tag, dt)) for buf, tag in ops)
+
+    def _apply(self, s: State, dt: int, dr: dict[int, int], dm: dict[int, int], dg: dict[int, int]) -> State:
         locs = []
         for c, groups in enumerate(s.locs):
             cp = self.cplans[c]
             dh = dm.get(self.unit[c], 0)
-            if not cp.family or not (dt or dr or dh):
+            dc = dg.get(c, 0)
+            if not (cp.family or cp.groups) or not (dt or dr or dh or dc or cp.blind):
                 locs.append(groups)
                 continue
             new = []
@@ -643,20 +822,26 @@ class Offset:
                     if x is not None:
                         e[cp.kslot] = x - dt if x < FAR else FAR + min(self.plan.lo, x - FAR + dt)
                 if dr:
-                    for r in cp.rings:
-                        if e[r] is not None:
-                            e[r] -= dr
+                    for r, f in cp.ring_family.items():
+                        if e[r] is not None and f in dr:
+                            e[r] -= dr[f]
                 if dh:
                     for h in cp.hidden:
                         if e[h] is not None:
                             e[h] -= dh
+                if dc:
+                    for h in cp.groups:
+                        if e[h] is not None:
+                            e[h] -= dc
+                for r in cp.blind:
+                    if e[r]:
+                        e[r] = 0
                 new.append(((pc, tuple(e)), m))
             locs.append(merge_groups(new))
-        bufs = tuple(t - dt if self.tbuf[g] and t >= 0 else t for g, t in enumerate(s.bufs)) if dt else s.bufs
-        flight = tuple(sorted((op[0], op[1] - dt if self.tbuf[op[0]] and op[1] >= 0 else op[1]) + op[2:]
-                              for op in s.flight)) if dt else s.flight
-        stores = tuple(sorted((c, q, b, t - dt if dt and t is not None and self.tbuf[b] and t >= 0 else t, st, si)
-                              for c, q, b, t, st, si in s.stores)) if dt else s.stores
+        bufs = tuple(self._tag(g, t, dt) for g, t in enumerate(s.bufs)) if dt else s.bufs
+        flight = tuple(sorted((op[0], self._tag(op[0], op[1], dt)) + op[2:] for op in s.flight)) if dt else s.flight
+        stores = tuple(sorted((c, q - dg.get(c, 0) if q >= 0 else q, b, self._tag(b, t, dt), st, si)
+                              for c, q, b, t, st, si in s.stores)) if dt or dg else s.stores
         mmas = []
         for u, (done, forming, inflight) in enumerate(s.mmas):
             dh = dm.get(u, 0)
@@ -669,14 +854,18 @@ class Offset:
                                     for q, ops, site, c, out in inflight))
             mmas.append((done - dh, forming, inflight))
         bars = s.bars
-        if pr:
-            bars = tuple(b if b is None or not self.rbar[g] else
-                         b._replace(phase=b.phase - pr,
-                                    arrivers=frozenset((c, (r[0], r[1] - pr) if r is not None
-                                                        and r[0] in self.cplans[c].rings else r)
-                                                       for c, r in b.arrivers))
+        if dr:
+            sizes = self.plan.families
+            bars = tuple(b if b is None or not dr.get(self.rbar[g]) else self._phases(b, dr[self.rbar[g]] // sizes[self.rbar[g]])
                          for g, b in enumerate(s.bars))
         return s._replace(locs=tuple(locs), bufs=bufs, flight=flight, stores=stores, mmas=tuple(mmas), bars=bars)
+
+
+    def _phases(self, b: Any, pr: int) -> Any:
+        """A barrier whose phases follow rings shifted by pr x their size: its phase and arrivers' rounds less pr."""
+        return b._replace(phase=b.phase - pr,
+                          arrivers=frozenset((c, (r[0], r[1] - pr) if r is not None and r[0] in self.cplans[c].rings
+                                              else r) for c, r in b.arrivers))
 
 
 def refusal(exc: Refused, name: str, sites: Sequence[Site], fallback: Any = None) -> SpecError:
