@@ -243,6 +243,7 @@ def test_every_tiles_state_count_does_not_depend_on_the_range(tmp_path):
      "other than as the upper bound"),  # a pingpong warpgroup's share of the tiles
     ("tile t * K_TILES + k bytes", "tile t * 3 + k bytes", "different strides"),
     ("tile t * K_TILES + k bytes", "tile t * K_TILES - k bytes", "used other than in a tile tag"),
+    ("tile t * K_TILES + k bytes", "tile t * K_TILES + k - 1 bytes", "used other than in a tile tag"),  # k from 0
     ("    if lane == 0 { wait_group_read 0 }", "    if TILES < 3 { wait_group_read 0 }", "upper bound of a `for`"),
 ])
 def test_every_tiles_refused_by_name(tmp_path, old, new, why):
@@ -261,3 +262,28 @@ def test_every_tiles_takes_a_branch_the_whole_range_agrees_on(tmp_path):
     p = tmp_path / "b.pipe"
     p.write_text(text)
     assert verify_file(str(p), Options(every="TILES")).verdict == "verified"
+
+
+def test_every_tiles_on_fa3(tmp_path):
+    """FA3's persistent forward kernel: tags `t * N_BLOCKS + j - 1` with j from 1, barrier_Q with no index waited
+    on with a one-stage ring's phase. The planted early V release is found at the smallest tile count with it."""
+    path = ROOT / "specs" / "fa3_forward_bug_early_v_release.pipe"
+    r = verify_file(str(path), Options(every="TILES", elect="lowest", check_scheduling=False))
+    assert r.verdict == "findings" and "overwrite" in r.every.codes
+    assert r.every.witness_k == 1 and r.params["TILES"] == 1
+    one = verify_file(str(path), Options(overrides=(("TILES", 1),), elect="lowest", check_scheduling=False))
+    assert "overwrite" in {i.code for i in one.all_issues}
+
+
+@pytest.mark.parametrize("name", ["umma_pipeline", "bugs/umma_acc_no_wait", "bugs/umma_commit_before_mma"])
+def test_every_tiles_with_tcgen05_commits(name):
+    """tcgen05.commit counters are shifted with their MMA unit's groups (the commit's `upto`, and its round on
+    the barrier it arrives on): the folded run agrees with each tile count of the declared range."""
+    path = ROOT / "examples" / f"{name}.pipe"
+    r = verify_file(str(path), Options(every="TILES", check_scheduling=False))
+    want_k, want_codes = _first_finding_k(path, "TILES", r.every.lo, r.every.hi)
+    assert r.every.witness_k == want_k
+    if want_k is None:
+        assert r.verdict == "verified"
+    else:
+        assert set(r.every.codes) & want_codes and want_k > 1  # past the first tile: the counters wrapped

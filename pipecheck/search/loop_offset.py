@@ -52,7 +52,7 @@ FAR = FAR_K  # the K register of a state whose loops are nowhere near their end
 ROOT = "every-k-root"  # `halted` of the root state, whose successors are the K-far start and the small K
 EVERY_HORIZON = 24  # the reduction's look-ahead under --every (NEAR grows with it; docs/performance.md)
 
-_REFUSED = (CP_ASYNC, CP_ASYNC_ARRIVE, MMA_COMMIT)
+_REFUSED = (CP_ASYNC, CP_ASYNC_ARRIVE)
 _GROUPS = (COMMIT_GROUP, WAIT_GROUP)
 _COUNTER_USE = ("a loop counter is used other than in a tile tag (`tile k + c`, c >= 0, or `tile k * C + j + c` "
                 "with j the counter of an inner `for`)")  # bulk-store group counters: args[-1], one per thread, shifted per class
@@ -172,10 +172,11 @@ class ClassPlan:
     ring_size: dict = field(default_factory=dict)  # ring slot -> its stages
     ring_family: dict = field(default_factory=dict)  # ring slot -> its family (Plan.families)
     blind: tuple = ()  # rings the loop advances that this class never reads: their values are kept at 0
+    scalars: frozenset = frozenset()  # (name, site): barriers with no index used in the loop
     exit_live: dict = field(default_factory=dict)  # guard pc -> counters live after the loop
     stride: int = 0  # the fewest visible statements of an iteration that has any (0: no loop over K)
     busy: int = 0  # the same, not counting a warp's meetings
-    inner: frozenset = frozenset()  # counters of other `for` loops: constant starts >= 0, + 1 steps
+    inner: dict = field(default_factory=dict)  # counters of other `for` loops (+ 1 steps) -> their least start
 
 
 @dataclass
@@ -230,37 +231,50 @@ def _linear(e: Any) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def _tag_form(e: Any, loopvars: frozenset, inner: frozenset = frozenset()) -> tuple[str, int]:
+def _tag_form(e: Any, loopvars: frozenset, inner: dict | None = None) -> tuple[str, int]:
     """('const', 0); ('counter', stride) for `stride * k + c + a * j + ...` over one loop counter k, with
-    stride >= 1, c >= 0 and a >= 1 over counters j of inner `for` loops (never negative, never carrying
-    a tile number), so the tag is never negative and moves with k alone: `tile t * K_TILES + k`,
-    `tile k + 1`; or ('other', 0). A `- c` could meet the EMPTY / CLOBBERED tags."""
+    stride >= 1, a >= 1 over counters j of inner `for` loops (never carrying a tile number) and c no less
+    than minus what the j start from, so the tag is never negative and moves with k alone:
+    `tile t * K_TILES + k`, `tile t * N_BLOCKS + j - 1` with j from 1, `tile k + 1`; or ('other', 0).
+    A tag that could be negative could meet the EMPTY / CLOBBERED tags."""
     if e is None or isinstance(e, RConst):
         return "const", 0
     lin = _linear(e)
     if lin is None:
         return "other", 0
     coeffs, const = lin
+    inner = inner or {}
     outer = [v for v in coeffs if v in loopvars]
-    if len(outer) != 1 or const < 0 or coeffs[outer[0]] < 1:
+    if len(outer) != 1 or coeffs[outer[0]] < 1:
         return "other", 0
-    if any(v != outer[0] and (v not in inner or x < 1) for v, x in coeffs.items()):
+    least = const
+    for v, x in coeffs.items():
+        if v != outer[0]:
+            if v not in inner or x < 1:
+                return "other", 0
+            least += x * inner[v]
+    if least < 0:
         return "other", 0
     return "counter", coeffs[outer[0]]
 
 
-def _inner_counters(prog: Program, exclude: frozenset) -> frozenset:
-    """Registers assigned only a constant >= 0 or their own value + 1 (the counters of `for` loops)."""
+def _inner_counters(prog: Program, exclude: frozenset) -> dict[int, int]:
+    """Registers assigned only a constant >= 0 or their own value + 1 (the counters of `for` loops), with the
+    least constant each is assigned (what it never falls below)."""
     ok: dict[int, bool] = {}
+    least: dict[int, int] = {}
     for ins in prog.instrs:
         for v in registers_written(ins):
             good = False
             if ins.op == LET:
                 e = ins.args[1]
-                good = (isinstance(e, RConst) and isinstance(e.value, int) and e.value >= 0) or \
-                    _linear(e) == ({v: 1}, 1)
+                if isinstance(e, RConst) and isinstance(e.value, int) and e.value >= 0:
+                    good = True
+                    least[v] = min(least.get(v, e.value), int(e.value))
+                else:
+                    good = _linear(e) == ({v: 1}, 1)
             ok[v] = ok.get(v, True) and good
-    return frozenset(v for v, good in ok.items() if good and v not in exclude)
+    return {v: least[v] for v, good in sorted(ok.items()) if good and v in least and v not in exclude}
 
 
 def _tags(ins: Instr) -> list[tuple[RRef, Any]]:
@@ -322,6 +336,10 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
                     raise Refused(f"a tile tag of {ref.name} is neither a loop counter (`tile k + c`, "
                                   "`tile k * C + j`) nor a constant", ins.site)
     families, rbars = _ring_families(progs, plans)
+    for cp in plans:
+        for bar, site in sorted(cp.scalars):
+            if bar not in rbars:
+                raise Refused(f"barrier {bar} is used in the loop without a ring index", site)
     waits: list[tuple[str, int]] = []
     for prog, cp in zip(progs, plans):
         for ins in prog.instrs:
@@ -367,7 +385,8 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
 
 
 def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tuple, dict]:
-    """Rings of the loops joined by the barriers they index (anywhere), each such family shifted on its own: a
+    """Rings of the loops joined by the barriers they index (anywhere), or whose phase is the parity a barrier with
+    no index is waited on with, each such family shifted on its own: a
     store ring that indexes no barrier advances at its own rate. Sets each class plan's `ring_family`; returns
     each family's size and the family of each barrier. A barrier indexed by rings of two sizes is refused."""
     parent: dict = {}
@@ -385,6 +404,10 @@ def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tu
                 idx = ring_index(ref)
                 if idx is not None and idx.slot in cp.ring_size:
                     parent[find(("r", id(cp), idx.slot))] = find(("b", ref.name))
+            par = ins.args[1] if ins.op == WAIT and len(ins.args) > 1 else None
+            if isinstance(par, RRing) and par.attr == "phase" and par.slot in cp.ring_size and \
+                    not ins.args[0].indices:  # one barrier waited on with a ring's phase (`ring q(1)`)
+                parent[find(("r", id(cp), par.slot))] = find(("b", ins.args[0].name))
     fid: dict = {}
     sizes: list[int] = []
     for prog, cp in zip(progs, plans):
@@ -445,7 +468,7 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
             found: list[RRing] = []
             _rings_in(ins.args, found)
             rings |= {r.slot for r in found}
-            if ins.op in (MMA, MMA_WAIT):
+            if ins.op in (MMA, MMA_WAIT, MMA_COMMIT):  # the unit's group counter (a commit's `upto`)
                 hidden.add(ins.args[-1])
     # uses of the loop counters: their own start and increment, the guard, tile tags
     for pc, ins in enumerate(ins_):
@@ -473,6 +496,7 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
         raise Refused(_COUNTER_USE, ins.site)
     # rings: read through .index and .phase only; every barrier used in a loop is indexed by one
     ring_size: dict[int, int] = {}
+    scalars: set[tuple[str, int]] = set()
     for pc, ins in enumerate(ins_):
         found = []
         _rings_in(ins.args, found)
@@ -488,7 +512,9 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
         if pc in inside:
             for ref in _bar_refs(ins):
                 idx = ring_index(ref)
-                if idx is None or idx.slot not in rings:
+                if idx is None and not ref.indices:
+                    scalars.add((ref.name, ins.site))  # one barrier: its waits' parity must follow a ring (plan)
+                elif idx is None or idx.slot not in rings:
                     raise Refused(f"barrier {ref.name} is used in the loop without a ring index", ins.site)
     live = liveness(prog)
     fam = tuple(sorted(loopvars | rings | hidden))
@@ -509,7 +535,7 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
     exit_live = {head: tuple(sorted(live[ins_[head].target] & set(fam))) for head in guards}
     return ClassPlan(kslot, guards, loopvars, frozenset(rings), frozenset(hidden), frozenset(groups), fam,
                      exit_live=exit_live, stride=stride, busy=busy, inner=inner, ring_size=ring_size,
-                     blind=tuple(sorted(rings - set(ring_size))))
+                     blind=tuple(sorted(rings - set(ring_size))), scalars=frozenset(scalars))
 
 
 def _stride(prog: Program, head: int, busy: bool = False) -> int:
@@ -770,16 +796,20 @@ class Offset:
                 tmin = self._tag_min(f[1], tmin)
                 if f[4]:
                     tmin = self._tag_min(f[4], tmin)
-        if rmin:
+        for k in s.commits:  # tcgen05.commit arrivals owed: the unit's group they wait for, their rounds
+            if k[0] == "mma":
+                if k[1] in self.munits and k[2] < mmin.get(k[1], FAR):
+                    mmin[k[1]] = k[2]
+                self._who_min(k[5], k[6][1], rmin, mmin)
+        if rmin or self.munits:
             for g, b in enumerate(s.bars):
+                if b is None:
+                    continue
                 f = self.rbar[g]
-                if b is not None and f >= 0:
-                    size = sizes[f]
-                    if b.phase * size < rmin[f]:
-                        rmin[f] = b.phase * size
-                    for c, r in b.arrivers:
-                        if r is not None and r[0] in self.cplans[c].rings and r[1] * size < rmin[f]:
-                            rmin[f] = r[1] * size
+                if f >= 0 and b.phase * sizes[f] < rmin[f]:
+                    rmin[f] = b.phase * sizes[f]
+                for c, r in b.arrivers:
+                    self._who_min(c, r, rmin, mmin)
         dt = tmin if 0 < tmin < FAR else 0
         dr = {f: (x // (2 * sizes[f])) * 2 * sizes[f] for f, x in enumerate(rmin) if 2 * sizes[f] <= x < FAR}
         dm = {u: x for u, x in mmin.items() if 0 < x < FAR}
@@ -787,6 +817,27 @@ class Offset:
         if not dt and not dr and not dm and not dg and not blind:
             return s
         return self._apply(s, dt, dr, dm, dg)
+
+    def _who_min(self, c: int, r: Any, rmin: list, mmin: dict) -> None:
+        """An arrival's round (a ring's, or a commit's group) into its family's minimum."""
+        if r is None:
+            return
+        if r[0] == "commit":
+            u = self.unit[c]
+            if u in self.munits and r[1] < mmin.get(u, FAR):
+                mmin[u] = r[1]
+            return
+        f = self.cplans[c].ring_family.get(r[0])
+        if f is not None and r[1] * self.plan.families[f] < rmin[f]:
+            rmin[f] = r[1] * self.plan.families[f]
+
+    def _who(self, c: int, r: Any, dr: dict, dm: dict) -> Any:
+        if r is None:
+            return r
+        if r[0] == "commit":
+            return ("commit", r[1] - dm.get(self.unit[c], 0))
+        f = self.cplans[c].ring_family.get(r[0])
+        return r if f is None or f not in dr else (r[0], r[1] - dr[f] // self.plan.families[f])
 
     def _tag_min(self, ops: tuple, tmin: int) -> int:
         for buf, tag in ops:
@@ -853,19 +904,23 @@ class Offset:
                                      self._tags(out, dt))
                                     for q, ops, site, c, out in inflight))
             mmas.append((done - dh, forming, inflight))
-        bars = s.bars
-        if dr:
-            sizes = self.plan.families
-            bars = tuple(b if b is None or not dr.get(self.rbar[g]) else self._phases(b, dr[self.rbar[g]] // sizes[self.rbar[g]])
-                         for g, b in enumerate(s.bars))
-        return s._replace(locs=tuple(locs), bufs=bufs, flight=flight, stores=stores, mmas=tuple(mmas), bars=bars)
+        bars, commits = s.bars, s.commits
+        if dr or dm:
+            bars = tuple(None if b is None else self._phases(g, b, dr, dm) for g, b in enumerate(s.bars))
+            commits = tuple(sorted(k if k[0] != "mma" else
+                                   k[:2] + (k[2] - dm.get(k[1], 0),) + k[3:6] + ((k[6][0], self._who(k[5], k[6][1], dr, dm)),)
+                                   + k[7:] for k in s.commits))
+        return s._replace(locs=tuple(locs), bufs=bufs, flight=flight, stores=stores, mmas=tuple(mmas), bars=bars,
+                          commits=commits)
 
-
-    def _phases(self, b: Any, pr: int) -> Any:
-        """A barrier whose phases follow rings shifted by pr x their size: its phase and arrivers' rounds less pr."""
-        return b._replace(phase=b.phase - pr,
-                          arrivers=frozenset((c, (r[0], r[1] - pr) if r is not None and r[0] in self.cplans[c].rings
-                                              else r) for c, r in b.arrivers))
+    def _phases(self, g: int, b: Any, dr: dict, dm: dict) -> Any:
+        """A barrier whose phases follow a ring family shifted by pr x its size: its phase less pr; its arrivers'
+        rounds less their own shift (a ring's, a commit's group)."""
+        f = self.rbar[g]
+        pr = dr.get(f, 0) // self.plan.families[f] if f >= 0 else 0
+        if not pr and not b.arrivers:
+            return b
+        return b._replace(phase=b.phase - pr, arrivers=frozenset((c, self._who(c, r, dr, dm)) for c, r in b.arrivers))
 
 
 def refusal(exc: Refused, name: str, sites: Sequence[Site], fallback: Any = None) -> SpecError:
