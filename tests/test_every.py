@@ -287,3 +287,41 @@ def test_every_tiles_with_tcgen05_commits(name):
         assert r.verdict == "verified"
     else:
         assert set(r.every.codes) & want_codes and want_k > 1  # past the first tile: the counters wrapped
+
+
+def _mutants(text: str) -> list[tuple[str, str]]:
+    """Each statement of the kernel deleted, and a few counts, parities, depths and tags changed."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("kernel"))
+    out = []
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if i > start and s and not s.startswith(("#", "smem", "mbarrier", "param", "arch", "ring", "role", "}")) \
+                and not s.endswith("{"):
+            out.append((f"line {i + 1} deleted", "\n".join(lines[:i] + lines[i + 1:])))
+    for a, b in [("STAGES_D - 1", "STAGES_D"), ("parity rd.phase", "parity 0"), ("wait_group_read 0", "wait_group_read 1"),
+                 ("ring wr(STAGES, phase = 1)", "ring wr(STAGES)"), ("expect_tx 1024", "expect_tx 512"),
+                 ("tile t * K_TILES + k\n", "tile t * K_TILES + k + 1\n"), ("write D[st.index] tile t", "write D[st.index] tile t + 1")]:
+        assert a in text
+        out.append((f"{a} -> {b}", text.replace(a, b, 1)))
+    return out
+
+
+def test_every_tiles_mutants_agree_with_each_tile_count(tmp_path):
+    """Mutants of the persistent kernel: the folded run's smallest tile count with a finding is the ordinary
+    runs' (TILES = 1..6), or both verify."""
+    from pipecheck.core.diagnostics import SpecError
+    outcomes, wrong = [], []
+    for name, text in _mutants(PERSISTENT.read_text()):
+        p = tmp_path / "m.pipe"
+        p.write_text(text)
+        try:
+            r = verify_file(str(p), Options(every="TILES", check_scheduling=False))
+        except SpecError:
+            continue  # the mutant is no longer a valid spec (a deleted expect_tx's TMA, ...)
+        want, _ = _first_finding_k(p, "TILES", 1, 6)
+        outcomes.append(want)
+        if r.every.witness_k != want:
+            wrong.append((name, r.every.witness_k, want))
+    assert not wrong
+    assert len(outcomes) >= 20 and None in outcomes and {1, 2, 3} <= set(outcomes)
