@@ -325,3 +325,21 @@ def test_every_tiles_mutants_agree_with_each_tile_count(tmp_path):
             wrong.append((name, r.every.witness_k, want))
     assert not wrong
     assert len(outcomes) >= 20 and None in outcomes and {1, 2, 3} <= set(outcomes)
+
+
+@pytest.mark.parametrize("name,want", [("epilogue", None), ("bugs/store_reuse", 3), ("bugs/no_producer_tail", 1)])
+def test_every_tiles_with_a_stage_picked_by_the_counter(name, want):
+    """`D[t % STAGES]`: the tiles shift by multiples of STAGES, so each stage index stays what it was."""
+    path = ROOT / "examples" / f"{name}.pipe"
+    r = verify_file(str(path), Options(every="TILES", check_scheduling=False))
+    assert r.every.witness_k == want == _first_finding_k(path, "TILES", 1, 6)[0]
+
+
+def test_every_tiles_refuses_a_counter_kept_in_a_register(tmp_path):
+    text = (ROOT / "examples" / "epilogue.pipe").read_text()
+    old = "      write D[t % STAGES] tile t\n"
+    assert old in text
+    p = tmp_path / "e.pipe"
+    p.write_text(text.replace(old, "      let s = t % STAGES\n      write D[s] tile t\n", 1))
+    code, _, err = cli("verify", str(p), "--every", "TILES")
+    assert code == 2 and "used other than in a tile tag" in err

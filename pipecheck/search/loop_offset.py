@@ -23,11 +23,13 @@ another loop (or in an `if` that takes the same branch at every K of the range);
 appears only in tile tags (`tile k + c`, or `tile k * C + j + c` with j the counter of an inner
 `for`: the tile loop of a persistent kernel, `--every TILES`) and its own increment, each buffer's
 tags following it with one stride C; rings used in such a loop are read only through `.index` /
-`.phase` and index every barrier the loop uses, and rings joined by the barriers they index have one
+`.phase` and index every barrier the loop uses (a barrier with no index: waited on with a ring's phase), and rings joined by the barriers they index have one
 size (each such family is shifted on its own: a store ring advances once a tile, the mainloop ring
 K times); branches inside the loop read no counter, there is no `choose` and no value carried
-between iterations; no cp.async or tcgen05 commit counter. Bulk-store group counters
-(`commit_group` / `wait_group`) are shifted per class, with the groups of that class's stores. Each concrete K-system is finite and acyclic, so the partial-order reduction
+between iterations; no cp.async counter. A counter may pick a stage in a visible statement as
+`(a * k + ...) % m`: the tiles then shift by multiples of m / gcd(a, m). Bulk-store group counters
+(`commit_group` / `wait_group`) are shifted per class, with the groups of that class's stores;
+tcgen05.commit counters with their MMA unit's groups. Each concrete K-system is finite and acyclic, so the partial-order reduction
 needs no cycle proviso: the folded graph contains a reduced graph of every K-system up to
 offsets (docs/performance.md, "Loop-offset abstraction").
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -173,6 +176,7 @@ class ClassPlan:
     ring_family: dict = field(default_factory=dict)  # ring slot -> its family (Plan.families)
     blind: tuple = ()  # rings the loop advances that this class never reads: their values are kept at 0
     scalars: frozenset = frozenset()  # (name, site): barriers with no index used in the loop
+    period: int = 1  # the tiles shift by multiples of this: `(a * k + ...) % m` reads k (stage indices)
     exit_live: dict = field(default_factory=dict)  # guard pc -> counters live after the loop
     stride: int = 0  # the fewest visible statements of an iteration that has any (0: no loop over K)
     busy: int = 0  # the same, not counting a warp's meetings
@@ -256,6 +260,31 @@ def _tag_form(e: Any, loopvars: frozenset, inner: dict | None = None) -> tuple[s
     if least < 0:
         return "other", 0
     return "counter", coeffs[outer[0]]
+
+
+def _strip_mods(e: Any, loopvars: frozenset, inner: dict, mods: set) -> Any:
+    """`e` with each `(a * k + b * j + c) % m` over a loop counter k (inner counters j, constants m > 0) replaced by
+    0, the period m / gcd(a, m) of each added to `mods`: shifting k by a multiple of it leaves the value alone."""
+    if isinstance(e, ROp):
+        if e.op == "%" and len(e.args) == 2 and isinstance(e.args[1], RConst) and int(e.args[1].value) > 0:
+            lin = _linear(e.args[0])
+            if lin is not None and all(v in loopvars or v in inner for v in lin[0]) and \
+                    any(v in loopvars for v in lin[0]):
+                m = int(e.args[1].value)
+                for v, a in lin[0].items():
+                    if v in loopvars:
+                        mods.add(m // math.gcd(a, m))
+                return RConst(0)
+        args = tuple(_strip_mods(x, loopvars, inner, mods) for x in e.args)
+        return e if args == e.args else ROp(e.op, args)
+    if isinstance(e, RRef):
+        idx = tuple(_strip_mods(x, loopvars, inner, mods) for x in e.indices)
+        cta = _strip_mods(e.cta, loopvars, inner, mods) if e.cta is not None else None
+        return e if idx == e.indices and cta is e.cta else dataclasses.replace(e, indices=idx, cta=cta)
+    if isinstance(e, (tuple, list)):
+        out = tuple(_strip_mods(x, loopvars, inner, mods) for x in e)
+        return e if out == tuple(e) else type(e)(out) if isinstance(e, tuple) else list(out)
+    return e
 
 
 def _inner_counters(prog: Program, exclude: frozenset) -> dict[int, int]:
@@ -458,6 +487,7 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
     rings: set[int] = set()
     hidden: set[int] = set()
     groups: set[int] = set()
+    mods: set[int] = set()
     inner = _inner_counters(prog, loopvars | {kslot})
     for pc, ins in enumerate(ins_):
         if ins.op in _REFUSED:
@@ -484,8 +514,14 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
             continue
         if not used or pc in guards:
             continue
+        rest = ins.args
+        if ins.op not in LOCAL_OPS:  # `% m` of the counter in a visible statement's operands: a stage it picks
+            rest = _strip_mods(ins.args, loopvars, inner, mods)
+            if not registers_read(rest) & loopvars:
+                continue
         tagged = _tags(ins)
-        if tagged and not registers_read(_untagged(ins)) & loopvars:
+        if tagged and not registers_read(_untagged(ins) if rest is ins.args else
+                                         _untagged(Instr(ins.op, rest, ins.site, ins.target))) & loopvars:
             for ref, tag in tagged:
                 form, stride = _tag_form(tag, loopvars, inner)
                 if form == "other":
@@ -537,7 +573,8 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
     exit_live = {head: tuple(sorted(live[ins_[head].target] & set(fam))) for head in guards}
     return ClassPlan(kslot, guards, loopvars, frozenset(rings), frozenset(hidden), frozenset(groups), fam,
                      exit_live=exit_live, stride=stride, busy=busy, inner=inner, ring_size=ring_size,
-                     blind=tuple(sorted(rings - set(ring_size))), scalars=frozenset(scalars))
+                     blind=tuple(sorted(rings - set(ring_size))), scalars=frozenset(scalars),
+                     period=math.lcm(1, *mods))
 
 
 def _stride(prog: Program, head: int, busy: bool = False) -> int:
@@ -627,6 +664,7 @@ class Offset:
         self.plan = plan
         lay = model.layout
         self.cplans = [plan.classes[c.id] for c in model.classes]
+        self.period = math.lcm(1, *(cp.period for cp in self.cplans))  # the tiles shift by multiples of it
         self.tbuf = [0] * (lay.nbuf * lay.ncta)  # per buffer: the stride its tags follow the counter by (0: none)
         self.rbar = [-1] * (lay.nbar * lay.ncta)  # per barrier: the family of the rings its phases follow (-1: none)
         decls = model.kernel
@@ -812,7 +850,7 @@ class Offset:
                     rmin[f] = b.phase * sizes[f]
                 for c, r in b.arrivers:
                     self._who_min(c, r, rmin, mmin)
-        dt = tmin if 0 < tmin < FAR else 0
+        dt = (tmin // self.period) * self.period if 0 < tmin < FAR else 0
         dr = {f: (x // (2 * sizes[f])) * 2 * sizes[f] for f, x in enumerate(rmin) if 2 * sizes[f] <= x < FAR}
         dm = {u: x for u, x in mmin.items() if 0 < x < FAR}
         dg = {c: x for c, x in gmin.items() if 0 < x < FAR}
