@@ -95,15 +95,13 @@ def liveness(prog: Program) -> list[frozenset[int]]:
             u |= registers_read(ins.args[1])
         elif ins.op == CHOOSE:
             u |= registers_read(ins.args[1:])
-        elif ins.op == RING:
-            pass
         elif ins.op == ADVANCE:
             u.add(ins.args[0])
         elif ins.op == PROBE:
             u |= registers_read(ins.args[:2])
         elif ins.op in (ARRIVE, ARRIVE_DROP) and token_slot(ins) is not None:
             u |= registers_read(ins.args[:-1])
-        else:
+        elif ins.op != RING:  # a ring's start reads nothing
             u |= registers_read(ins.args)
             if ins.op in GHOST_USERS:
                 u.add(ins.args[-1])

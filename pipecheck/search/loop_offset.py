@@ -345,13 +345,12 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
     """Check the merged programs against the abstraction's rules; raise Refused naming the statement."""
     plans: list[ClassPlan] = []
     tbufs: dict[str, int] = {}
-    stages: set[int] = set()
     cache: dict[Program, ClassPlan] = {}
     for prog in progs:
         if prog in cache:
             plans.append(cache[prog])
             continue
-        cp = _class_plan(prog, tbufs, stages)
+        cp = _class_plan(prog, tbufs)
         cache[prog] = cp
         plans.append(cp)
     for prog, cp in zip(progs, plans):
@@ -455,7 +454,7 @@ def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tu
     return tuple(sizes), rbars
 
 
-def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
+def _class_plan(prog: Program, tbufs: dict) -> ClassPlan:
     ins_ = prog.instrs
     kslot = prog.nslots - 1
     guards: dict[int, int] = {}
@@ -540,7 +539,6 @@ def _class_plan(prog: Program, tbufs: dict, stages: set) -> ClassPlan:
         _rings_in(ins.args, found)
         for r in found:
             if r.slot in rings:
-                stages.add(r.stages)
                 if ring_size.setdefault(r.slot, r.stages) != r.stages:
                     raise Refused("a ring of the loop is read with different sizes", ins.site)
                 if r.attr == "count":
