@@ -343,3 +343,16 @@ def test_every_tiles_refuses_a_counter_kept_in_a_register(tmp_path):
     p.write_text(text.replace(old, "      let s = t % STAGES\n      write D[s] tile t\n", 1))
     code, _, err = cli("verify", str(p), "--every", "TILES")
     assert code == 2 and "used other than in a tile tag" in err
+
+
+def test_a_ring_that_only_gives_a_wait_its_parity_shifts_with_that_barrier():
+    """Review finding: a parity ring that indexes nothing was its own family, shifted apart from the barrier whose
+    phase it names, and the folded run verified a phase-alias every ordinary run has (TILES and a flat K loop)."""
+    path = DATA / "parity_ring_skew.pipe"
+    r = verify_file(str(path), Options(every="TILES", check_scheduling=False))
+    assert r.every.witness_k == 1 == _first_finding_k(path, "TILES", 1, 3)[0]
+    assert "phase-alias" in r.every.codes
+    flat = DATA / "parity_ring_skew_flat.pipe"
+    r = verify_file(str(flat), Options(every="K_TILES", check_scheduling=False))
+    assert r.every.witness_k == 1 == _first_finding_k(flat, "K_TILES", 1, 3)[0]
+    assert "phase-alias" in r.every.codes

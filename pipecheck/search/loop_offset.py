@@ -415,8 +415,8 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
 
 
 def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tuple, dict]:
-    """Rings of the loops joined by the barriers they index (anywhere), or whose phase is the parity a barrier with
-    no index is waited on with, each such family shifted on its own: a
+    """Rings of the loops joined by the barriers they index (anywhere), or whose phase is the parity a barrier is
+    waited on with, each such family shifted on its own: a
     store ring that indexes no barrier advances at its own rate. Sets each class plan's `ring_family`; returns
     each family's size and the family of each barrier. A barrier indexed by rings of two sizes is refused."""
     parent: dict = {}
@@ -434,9 +434,10 @@ def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tu
                 idx = ring_index(ref)
                 if idx is not None and idx.slot in cp.ring_size:
                     parent[find(("r", id(cp), idx.slot))] = find(("b", ref.name))
+            # a ring whose phase a wait passes names the barrier's phase it means (the phase-alias check compares
+            # them), whichever ring indexes the barrier: one family (FA3's `barrier_Q` with `ring q(1)`)
             par = ins.args[1] if ins.op == WAIT and len(ins.args) > 1 else None
-            if isinstance(par, RRing) and par.attr == "phase" and par.slot in cp.ring_size and \
-                    not ins.args[0].indices:  # one barrier waited on with a ring's phase (`ring q(1)`)
+            if isinstance(par, RRing) and par.attr == "phase" and par.slot in cp.ring_size:
                 parent[find(("r", id(cp), par.slot))] = find(("b", ins.args[0].name))
     fid: dict = {}
     sizes: list[int] = []
