@@ -23,14 +23,15 @@ another loop (or in an `if` that takes the same branch at every K of the range);
 appears only in tile tags (`tile k + c`, or `tile k * C + j + c` with j the counter of an inner
 `for`: the tile loop of a persistent kernel, `--every TILES`) and its own increment, each buffer's
 tags following it with one stride C; rings used in such a loop are read only through `.index` /
-`.phase` and index every barrier the loop uses (a barrier with no index: waited on with a ring's phase), and rings joined by the barriers they index have one
-size (each such family is shifted on its own: a store ring advances once a tile, the mainloop ring
-K times); branches inside the loop read no counter, there is no `choose` and no value carried
-between iterations; no cp.async counter. A counter may pick a stage in a visible statement as
+`.phase` and index every barrier the loop uses (a barrier with no index: waited on with a ring's
+phase); rings joined by the barriers they index or the waits they give a parity to are one family
+of one size, shifted on its own (a store ring advances once a tile, the mainloop ring K times);
+branches inside the loop read no counter, there is no `choose` and no value carried between
+iterations; no cp.async counter. A counter may pick a stage in a visible statement as
 `(a * k + ...) % m`: the tiles then shift by multiples of m / gcd(a, m). Bulk-store group counters
 (`commit_group` / `wait_group`) are shifted per class, with the groups of that class's stores;
-tcgen05.commit counters with their MMA unit's groups. Each concrete K-system is finite and acyclic, so the partial-order reduction
-needs no cycle proviso: the folded graph contains a reduced graph of every K-system up to
+tcgen05.commit counters with their MMA unit's groups. Each concrete K-system is finite and
+acyclic, so the partial-order reduction needs no cycle proviso: the folded graph contains a reduced graph of every K-system up to
 offsets (docs/performance.md, "Loop-offset abstraction").
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..core.diagnostics import SpecError, error
 from ..model.compiled import liveness, registers_read, registers_written, ring_index
@@ -56,9 +57,9 @@ ROOT = "every-k-root"  # `halted` of the root state, whose successors are the K-
 EVERY_HORIZON = 24  # the reduction's look-ahead under --every (NEAR grows with it; docs/performance.md)
 
 _REFUSED = (CP_ASYNC, CP_ASYNC_ARRIVE)
-_GROUPS = (COMMIT_GROUP, WAIT_GROUP)
+_GROUPS = (COMMIT_GROUP, WAIT_GROUP)  # bulk-store group counters: args[-1], one per thread, shifted per class
 _COUNTER_USE = ("a loop counter is used other than in a tile tag (`tile k + c`, c >= 0, or `tile k * C + j + c` "
-                "with j the counter of an inner `for`)")  # bulk-store group counters: args[-1], one per thread, shifted per class
+                "with j the counter of an inner `for`)")
 _TAGGED = (TMA_LOAD, READ, WRITE, TMA_STORE)  # args[0] buffer, args[1] tile tag
 
 
@@ -235,7 +236,7 @@ def _linear(e: Any) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def _tag_form(e: Any, loopvars: frozenset, inner: dict | None = None) -> tuple[str, int]:
+def _tag_form(e: Any, loopvars: frozenset, inner: dict) -> tuple[str, int]:
     """('const', 0); ('counter', stride) for `stride * k + c + a * j + ...` over one loop counter k, with
     stride >= 1, a >= 1 over counters j of inner `for` loops (never carrying a tile number) and c no less
     than minus what the j start from, so the tag is never negative and moves with k alone:
@@ -247,7 +248,6 @@ def _tag_form(e: Any, loopvars: frozenset, inner: dict | None = None) -> tuple[s
     if lin is None:
         return "other", 0
     coeffs, const = lin
-    inner = inner or {}
     outer = [v for v in coeffs if v in loopvars]
     if len(outer) != 1 or coeffs[outer[0]] < 1:
         return "other", 0
@@ -283,7 +283,7 @@ def _strip_mods(e: Any, loopvars: frozenset, inner: dict, mods: set) -> Any:
         return e if idx == e.indices and cta is e.cta else dataclasses.replace(e, indices=idx, cta=cta)
     if isinstance(e, (tuple, list)):
         out = tuple(_strip_mods(x, loopvars, inner, mods) for x in e)
-        return e if out == tuple(e) else type(e)(out) if isinstance(e, tuple) else list(out)
+        return e if out == tuple(e) else type(e)(out)
     return e
 
 
@@ -379,7 +379,7 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
         if bar in rbars:
             raise Refused(f"{bar} is waited on through a ring that the loop does not advance", site)
     # a constant tile tag on a buffer whose tags follow a counter, or a loop start, still to come keeps the
-    # tiles family unshifted; a ring start still to come, the rings of its size
+    # tiles family unshifted; a ring start still to come, the rings of its family
     for prog, cp in zip(progs, plans):
         if cp.tconst:
             continue
@@ -401,12 +401,12 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
         cp.vinit = [max(x) if x else None for x in sr]
         cp.rinit = [frozenset(x) for x in rr]
     strides = [cp.stride for cp in plans if cp.busy]
-    # the look-ahead reads EVERY_HORIZON visible statements: at most that many / stride more crossings. Lanes
-    # whose iterations may be nothing but a meeting with their warp's elected lane have their futures cut at
-    # that many (Model.future): they would otherwise cross a guard per statement. NEAR adds one for the step
-    # itself and one for a walk that starts just before a guard
-    # Iterations as long as a tile of a persistent kernel cross few guards even at the ordinary look-ahead, and
-    # the reduction is better for it (cooperative GEMM, --every TILES: 178,592 -> 70,045 states)
+    # the look-ahead reads `horizon` visible statements: at most that many / stride more crossings. Lanes whose
+    # iterations may be nothing but a meeting with their warp's elected lane have their futures cut at that many
+    # (Model.future): they would otherwise cross a guard per statement. NEAR adds one for the step itself and one
+    # for a walk that starts just before a guard. Iterations as long as a tile of a persistent kernel cross few
+    # guards even at the ordinary look-ahead, and the reduction is better for it (cooperative GEMM, --every TILES:
+    # 178,592 -> 70,045 states); short ones keep EVERY_HORIZON, which keeps NEAR small
     horizon = FUTURE_HORIZON if strides and FUTURE_HORIZON // min(strides) <= 2 else EVERY_HORIZON
     crossings = horizon // min(strides) if strides else 0
     near = 2 + crossings if any(cp.stride for cp in plans) else 1
@@ -416,9 +416,9 @@ def plan(name: str, lo: int, progs: Sequence[Program], sites: Sequence[Site]) ->
 
 def _ring_families(progs: Sequence[Program], plans: list[ClassPlan]) -> tuple[tuple, dict]:
     """Rings of the loops joined by the barriers they index (anywhere), or whose phase is the parity a barrier is
-    waited on with, each such family shifted on its own: a
-    store ring that indexes no barrier advances at its own rate. Sets each class plan's `ring_family`; returns
-    each family's size and the family of each barrier. A barrier indexed by rings of two sizes is refused."""
+    waited on with, each such family shifted on its own: a store ring that indexes no barrier advances at its own
+    rate. Sets each class plan's `ring_family`; returns each family's size and the family of each barrier. A
+    barrier indexed by rings of two sizes is refused."""
     parent: dict = {}
 
     def find(x):
@@ -520,8 +520,7 @@ def _class_plan(prog: Program, tbufs: dict) -> ClassPlan:
             if not registers_read(rest) & loopvars:
                 continue
         tagged = _tags(ins)
-        if tagged and not registers_read(_untagged(ins) if rest is ins.args else
-                                         _untagged(Instr(ins.op, rest, ins.site, ins.target))) & loopvars:
+        if tagged and not registers_read(_untagged(Instr(ins.op, rest, ins.site, ins.target))) & loopvars:
             for ref, tag in tagged:
                 form, stride = _tag_form(tag, loopvars, inner)
                 if form == "other":
@@ -580,13 +579,12 @@ def _stride(prog: Program, head: int, busy: bool = False) -> int:
     """The fewest visible statements on a path from the guard back to it that has at least one (0: none has);
     `busy`: not counting a warp's meetings (an elect, a syncwarp), so that lanes that only meet their warp's
     elected lane have none. An inner `for` over constants runs its trip count times (`_const_loops`)."""
-    return _fewest(prog, head, busy, _const_loops(prog), True)
+    return _fewest(prog, prog.successors(), head, busy, _const_loops(prog), True)
 
 
-def _fewest(prog: Program, head: int, busy: bool, loops: dict, need_one: bool) -> int:
+def _fewest(prog: Program, succ: list, head: int, busy: bool, loops: dict, need_one: bool) -> int:
     """Dijkstra over a loop body, from just past its guard `head` back to it: the fewest visible statements on
     a path (with at least one when `need_one`: 0 when no such path)."""
-    succ = prog.successors()
     exit_pc = prog.instrs[head].target
     best: dict[tuple[int, bool], int] = {}
     heap = [(0, head + 1, False)]
@@ -602,7 +600,7 @@ def _fewest(prog: Program, head: int, busy: bool, loops: dict, need_one: bool) -
         inner = loops.get(pc)
         if inner is not None:  # an inner loop over constants: its trips, each at least its body's fewest
             ihead, iexit, trips = inner
-            cost = trips * _fewest(prog, ihead, busy, loops, False) if trips else 0
+            cost = trips * _fewest(prog, succ, ihead, busy, loops, False) if trips else 0
             heapq.heappush(heap, (d + cost, iexit, any_ or cost > 0))
             continue
         ins = prog.instrs[pc]
@@ -813,16 +811,10 @@ class Offset:
                     x = env[h]
                     if x is not None and x < mmin.get(u, FAR):
                         mmin[u] = x
-        tbuf = self.tbuf
-        for g, tag in enumerate(s.bufs):
-            if tbuf[g] and tag >= 0 and tag // tbuf[g] < tmin:
-                tmin = tag // tbuf[g]
-        for op in s.flight:
-            if tbuf[op[0]] and op[1] >= 0 and op[1] // tbuf[op[0]] < tmin:
-                tmin = op[1] // tbuf[op[0]]
+        tmin = self._tag_min(enumerate(s.bufs), tmin)
+        tmin = self._tag_min(((op[0], op[1]) for op in s.flight), tmin)
+        tmin = self._tag_min(((st[2], st[3]) for st in s.stores), tmin)
         for st in s.stores:
-            if tbuf[st[2]] and st[3] is not None and st[3] >= 0 and st[3] // tbuf[st[2]] < tmin:
-                tmin = st[3] // tbuf[st[2]]
             if st[1] >= 0 and st[0] in gmin and st[1] < gmin[st[0]]:
                 gmin[st[0]] = st[1]
         for u, (done, forming, inflight) in enumerate(s.mmas):
@@ -878,7 +870,8 @@ class Offset:
         f = self.cplans[c].ring_family.get(r[0])
         return r if f is None or f not in dr else (r[0], r[1] - dr[f] // self.plan.families[f])
 
-    def _tag_min(self, ops: tuple, tmin: int) -> int:
+    def _tag_min(self, ops: Iterable, tmin: int) -> int:
+        """`tmin` lowered to the tile of each (buffer, tag) whose buffer's tags follow the counter."""
         for buf, tag in ops:
             k = self.tbuf[buf]
             if tag is not None and k and tag >= 0 and tag // k < tmin:
