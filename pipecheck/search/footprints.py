@@ -351,11 +351,10 @@ class Footprints:
             return Op(fp, ((("join", u, seq), m),))
         if kind == "mwait":
             u, need = d[1], d[2]
-            fp = ((("mmadone", u), "r"),)
             if need <= s.mmas[u][0]:
-                return Op(fp)
+                return Op(())
             key = ("mdone", u, need - 1)
-            return Op(fp, needs=((key, 1),))
+            return Op((), needs=((key, 1),))
         if kind == "coll":
             # arrivals at one collective commute while they fit its generation (budget: the threads still owed)
             # a sync publishes the arriving class's own fenced inits: only an initialiser's arrival touches them
