@@ -59,7 +59,7 @@ def test_max_memory_stops_with_exit_3():
 
 def test_a_limit_after_a_finding_keeps_the_finding():
     # --all goes on after the first finding; the limit then stops it, and what was found is reported (exit 1)
-    code, out, _ = cli("verify", str(ROOT / "specs" / "cutlass_3722.pipe"), "--all", "--max-states", "200")
+    code, out, _ = cli("verify", str(ROOT / "specs" / "cutlass_3722.pipe"), "--all", "--max-states", "100")
     assert code == 1
     assert "stopped by max-states, so the search is incomplete" in out and "[hang]" in out
 

@@ -236,6 +236,9 @@ class Footprints:
             elif S.wait_passes(b, parity, lv):
                 hit = Op(fp)
             else:
+                # a wait that blocks now names the completions it needs (lv + 1): an arrival that cannot complete a
+                # phase while it is passing commutes with it (por `_late_waits`)
+                fp = ((("bar", gid), "r", lv + 1),) + fp[1:]
                 arr = ("arr", gid)
                 if lv == 0:
                     needs = ((arr, b.pending),) + (((("tx", gid), 1),) if b.tx else ())
@@ -479,6 +482,8 @@ class Footprints:
             procs.append(Process(key, key in enabled, *self._single(("x", cta, n), lambda: self._exit(cta, n))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
+        if not self.drops:  # (arrive.drop lowers a barrier's count: a phase's arrivals are not known ahead)
+            budgets.update(((("bar", gid), "count"), b.expected) for gid, b in enumerate(s.bars) if b is not None)
         for key in coll_keys:
             # the threads already in: each arrival completes a generation at its own count, so the budget is
             # the smallest count among the arrivals a closure step weighs, less these (por._loudness)

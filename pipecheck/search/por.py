@@ -764,12 +764,44 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
         hes = tuple(he for he in heads[obj] if he[1] in _QUIET)
         if not hes or loud.get(obj, _SILENT) == _SILENT:
             continue
+        late = _late_waits(obj, hes, counted, budgets)
         for members, e2 in pairs:
+            if late is not None and len(e2) > 2 and e2[1] == "r" and e2[2] >= late:
+                continue
             if keys[members[-1]] not in add and _conflict(hes, (e2,), loud):
                 add.update(keys[i] for i in members)
                 if first:
                     return add
     return add
+
+
+def _late_waits(obj: Any, hes: tuple, counted: list[tuple[tuple, int]], budgets: Mapping[Any, Any]) -> int | None:
+    """The fewest phase completions a wait on barrier `obj` that blocks now must need (its entry's third element) to
+    commute with the heads `hes`, or None when no such bound is known.
+
+    It is known when the heads and everything in reach on `obj` are plain single arrivals ("u": no bytes, nothing
+    recorded per phase) and no bytes are owed: then a phase completes exactly at every `count` arrivals after the
+    `pending` now, whatever their order. A wait that needs k completions runs only once the others' arrivals
+    completed k phases, and a head's arrival disables it (by completing one more: the parity flips back) or changes
+    what it sees (the phase) only if it completes a phase there, which needs others' arrivals + the head's >= pending
+    + k x count; below that the two commute and neither enables the other (arrivals never block; the wait changes
+    only where its own thread stands)."""
+    count = budgets.get((obj, "count"))
+    owed = budgets.get((obj, "tx"))
+    if count is None or owed is None or owed[0] != 0:
+        return None
+    total = 0
+    for e in hes:
+        if e[1] != "u" or e[3] != 0:
+            return None
+        total += e[2]
+    for e, times in counted:
+        if e[0] == obj:
+            if e[1] != "u" or e[3] != 0:
+                return None
+            total += e[2] * times
+    # the least k with total < pending + k x count
+    return (total - budgets.get(obj, 0)) // count + 1
 
 
 def commutes(ix: _Index, keys: frozenset, budgets: Mapping[Any, Any], footprints: list) -> bool:
