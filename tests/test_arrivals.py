@@ -100,3 +100,59 @@ def test_only_multicast_barriers_make_consumers_wait_for_their_bytes():
     assert all(v == 0 for n, v in least.items() if "empty" in n)
     coop = run(ROOT / "specs" / "cutlass_sm90_cooperative.pipe", limits=Limits(max_states=1), overrides=())
     assert not any(Footprints(coop.runs[0].model).tx_least)
+
+
+def test_a_late_wait_commutes_with_arrivals_that_cannot_complete_its_phase():
+    """`por._late_waits`: a wait that blocks now and needs k completions runs only after the others' arrivals
+    completed k phases; a plain arrival changes what it sees only by completing one more there."""
+    bar = ("bar", 0)
+    head = ((bar, "u", 1, 0),)
+
+    def late(pending: int, count: int | None, others: list, owed: int = 0) -> int | None:
+        budgets = {bar: pending, (bar, "tx"): (owed, S.MAX_TX)}
+        if count is not None:
+            budgets[(bar, "count")] = count
+        return por._late_waits(bar, head, others, budgets)
+
+    # DeepGEMM's empty barrier: 16 a phase, 16 owed, 27 other arrivals in reach: with the head's 28 < 16 + 16, a wait
+    # needing one completion commutes with it; one needing none (passing now) never gets here (no third element)
+    assert late(16, 16, [((bar, "u", 1, 0), 27)]) == 1
+    # 31 others: the head may be the 32nd arrival, completing the second phase while that wait passes
+    assert late(16, 16, [((bar, "u", 1, 0), 31)]) == 2
+    assert late(16, 16, [((bar, "u", 1, 0), 30)]) == 1
+    # no bound where the count is not known (arrive.drop, tcgen05), bytes are owed, or something else is in reach
+    assert late(16, None, [((bar, "u", 1, 0), 3)]) is None
+    assert late(16, 16, [((bar, "u", 1, 0), 3)], owed=128) is None
+    assert late(16, 16, [((bar, "c", 1, 0), 3)]) is None
+    assert late(16, 16, [((bar, "t", 64), 1)]) is None
+    # another barrier's entries do not count: the head alone cannot complete a phase, every blocked wait commutes
+    assert late(16, 16, [((("bar", 1), "c", 1, 64), 1)]) == 0
+
+
+def test_late_waits_are_in_the_footprints_and_free_deepgemm_lanes():
+    """A wait that blocks names the completions it needs; with it, DeepGEMM's lanes that arrive apart (no
+    --lockstep) are explored in a few thousand states, where the whole space was out of reach."""
+    result = run(ROOT / "specs" / "deepgemm_sm90_fp8_store_drained.pipe", overrides=(("TILES", 1), ("K_BLOCKS", 6)),
+                 limits=Limits(max_states=20_000))
+    (r,) = result.runs
+    assert result.verdict == "verified" and r.exploration.complete
+    model = r.model
+    fp = Footprints(model)
+    s = model.initial()
+    procs, budgets = fp.processes(s, set())
+    entries = {e for p in procs for op in p.ops for e in op.footprint if e[0][0] == "bar" and e[1] == "r"}
+    assert any(len(e) == 3 and e[2] >= 1 for e in entries)  # waits that block carry their completions
+    assert any((("bar", g), "count") in budgets for g in range(len(s.bars)))
+
+
+def test_a_wgmma_wait_touches_nothing():
+    """`mma_wait` only waits for the unit's completed count, which only grows: it has no footprint, passing or not,
+    so a passing wait commutes with the completion of the wgmma still in flight."""
+    result = run(ROOT / "benchmarks" / "specs" / "pingpong_fixed.pipe",
+                 overrides=(("STAGES", 2), ("K_TILES", 2), ("TILES", 2)), limits=Limits(max_states=1))
+    model = result.runs[0].model
+    fp = Footprints(model)
+    s = model.initial()
+    waits = [fp.op(s, ("mwait", u, need)) for u in range(len(s.mmas)) for need in (0, 1, 2)]
+    assert waits and all(w.footprint == () for w in waits)
+    assert [w.needs for w in waits[:3]] == [None, ((("mdone", 0, 0), 1),), ((("mdone", 0, 1), 1),)]

@@ -482,7 +482,10 @@ class Footprints:
             procs.append(Process(key, key in enabled, *self._single(("x", cta, n), lambda: self._exit(cta, n))))
         budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
         budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
-        if not self.drops:  # (arrive.drop lowers a barrier's count: a phase's arrivals are not known ahead)
+        # each barrier's count, for `por._late_waits`: not where arrive.drop lowers it (a phase's arrivals are not known
+        # ahead), nor with tcgen05 ordering, where an arrival that completes nothing still marks the barrier as ordering
+        # its class's tcgen05 work, which a wait that passes later reads (model/tcgen05.py `sync`, `passes_barrier`)
+        if not self.drops and not self.m.t5.active:
             budgets.update(((("bar", gid), "count"), b.expected) for gid, b in enumerate(s.bars) if b is not None)
         for key in coll_keys:
             # the threads already in: each arrival completes a generation at its own count, so the budget is
