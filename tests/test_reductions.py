@@ -87,6 +87,26 @@ def test_reductions_preserve_findings(path: Path):
             assert reduced.verdict == full.verdict == "findings", name
 
 
+REVIEW_SPECS = sorted((ROOT / "tests" / "data" / "por").glob("*.pipe"))
+
+
+@pytest.mark.parametrize("path", REVIEW_SPECS, ids=lambda p: p.name)
+def test_reductions_preserve_findings_on_the_review_specs(path: Path):
+    """Small specs an adversarial review wrote against the reduction's rules (a wait's completions, `mma_wait`, lanes
+    lapping a barrier, tx bytes in some rounds, arrive.drop, re-init, tcgen05 ordering): the reduced search finds what
+    the plain one does, past findings, by default and under --lockstep."""
+    ov = small(path)
+    for lockstep in (False, True):
+        def go(reduce: bool):
+            limits = Limits(max_states=FULL_LIMIT, past_findings=True)
+            return verify_file(str(path), Options(overrides=ov, limits=limits, reduce=reduce, symmetry=reduce,
+                                                  lockstep=lockstep, check_scheduling=False))
+        full = go(False)
+        assert full.stopped is None, path.name
+        reduced = go(True)
+        assert (reduced.verdict, findings(reduced)) == (full.verdict, findings(full)), (path.name, lockstep)
+
+
 def lockstep_matters(path: Path, ov: tuple) -> bool:
     """Whether --lockstep moves some warp's classes together (otherwise it is the default model, tested above)."""
     from pipecheck.pipeline.configurations import config_classes

@@ -40,6 +40,7 @@ class Tcgen05Order:
         # or a TMEM statement (the corpus's sm_100 specs model neither; docs/semantics.md)
         self.active = any(i.op in TCGEN05_OPS for p in programs for i in p.instrs)
         workers = [any(touches(i) for i in p.instrs) for p in programs]
+        self.workers = tuple(workers)  # per class, whether it does tcgen05 work (`work`): its arrivals may order it
         # a thread sync can order tcgen05 work only where a class that does tcgen05 work takes part in one (a
         # quick test; whether one generation does is decided when it completes, `released`)
         self.sync_carries = any(works and any(i.op is BAR_ARRIVE or (i.op is COLL and i.args[0] in SYNC_KINDS)

@@ -48,6 +48,10 @@ class Footprints:
         self.cta_of = [cl.cta for cl in model.classes]
         # the classes whose groups may meet their warp as one move (model.Model.meeting): bundled like lockstep lanes
         self.meets = tuple(c for c, mates in enumerate(model.warp_mates) if len(mates) > 1) if model.meetings else ()
+        # with tcgen05 ordering, the classes whose mbarrier arrivals may mark a barrier as ordering their tcgen05 work
+        # (model/tcgen05.py `sync`), which a wait that passes later reads (`passes_barrier`): such an arrival and a
+        # wait on that barrier do not commute even when the arrival completes nothing
+        self.t5_marks = frozenset(c for c, w in enumerate(model.t5.workers) if w) if model.t5.active else frozenset()
 
     def process_of(self, action: tuple) -> tuple:
         if action[0] == "t":
@@ -170,6 +174,8 @@ class Footprints:
         hit = self.fut_cache.get(key)
         if hit is None:
             descs, exhaustive = self.m.future(c, pc, env, m)
+            if c in self.t5_marks:  # its arrivals mark their barriers (`t5_marks`)
+                descs = tuple(d + ("t5",) if d[0] == "arrive" else d for d in descs)
             if quiet:
                 # nothing of this class's to publish up to its next init: its syncs and fences before that init
                 # do not touch the visibility record (see `processes`)
@@ -230,15 +236,12 @@ class Footprints:
         key = (d, None if b is None else (b.phase, b.pending, b.expected, b.tx if lv == 0 or least else 0), lv)
         hit = self.op_cache.get(key)
         if hit is None:
-            fp = ((("bar", gid), "r"),) + self._bar_use(gid)
+            fp = ((("bar", gid), "r"),) + self._bar_use(gid) + (((("t5c", gid), "r"),) if self.t5_marks else ())
             if b is None:
                 hit = Op(fp, needs=NEVER)
             elif S.wait_passes(b, parity, lv):
                 hit = Op(fp)
             else:
-                # a wait that blocks now names the completions it needs (lv + 1): an arrival that cannot complete a
-                # phase while it is passing commutes with it (por `_late_waits`)
-                fp = ((("bar", gid), "r", lv + 1),) + fp[1:]
                 arr = ("arr", gid)
                 if lv == 0:
                     needs = ((arr, b.pending),) + (((("tx", gid), 1),) if b.tx else ())
@@ -248,7 +251,9 @@ class Footprints:
                     # every arrival still owed expects at least `least` bytes: the phases to pass
                     # need those bytes to land, besides the arrivals (`_tx_least`)
                     needs += ((("txb", gid), b.tx + (least if b.pending else 0) + lv * least),)
-                hit = Op(fp, needs=needs)
+                # the completions it needs (lv + 1): an arrival that cannot complete a phase while it passes commutes
+                # with it (por `_late_waits`)
+                hit = Op(fp, needs=needs, phases=lv + 1)
             self.op_cache[key] = hit
         return hit
 
@@ -289,7 +294,8 @@ class Footprints:
         if kind == "arrive":
             gid = d[1]
             prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
-            return Op(((("bar", gid), "u" if d[4] else "c", d[2], d[3]),) + self._bar_use(gid), prov)
+            mark = ((("t5c", gid), "i"),) if len(d) > 5 else ()  # (`t5_marks`)
+            return Op(((("bar", gid), "u" if d[4] else "c", d[2], d[3]),) + self._bar_use(gid) + mark, prov)
         if kind == "tx":  # a thread's own expect_tx / complete_tx: bytes the balance does not follow
             return Op(((("bar", d[1]), "t", None),) + self._bar_use(d[1]), ((("tx", d[1]), 1),))
         if kind == "load":
@@ -307,8 +313,8 @@ class Footprints:
                       spawns=(self._landing(buf, -1, k, (("cp", c), 1), None),))
         if kind == "late_arrive":  # tcgen05.commit / cp.async arrive: the arrival comes later, by itself
             fp = tuple((("commits", g // lay.nbar), "i") for g in d[1])
-            arrivals = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),),
-                                ((("arr", g), d[2]),)) for g in d[1])
+            arrivals = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),)
+                                + (((("t5c", g), "i"),) if self.t5_marks else ()), ((("arr", g), d[2]),)) for g in d[1])
             return Op(fp, spawns=arrivals)
         if kind == "trap":  # raises its finding whatever the state; touches nothing
             return Op(((("trap", d[1]), "w"),))
@@ -564,7 +570,8 @@ class Footprints:
     def _commit_ops(self, bars: tuple, cnt: int, need: tuple | None) -> list[Op]:
         """A commit's arrivals on its barriers, once `need` (what it waits for; None: nothing) is there."""
         nbar = self.m.layout.nbar
-        fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g) + ((("commits", g // nbar), "i"),)))
+        fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g) + ((("commits", g // nbar), "i"),)
+                                             + (((("t5c", g), "i"),) if self.t5_marks else ())))
         prov = tuple((("arr", g), cnt) for g in bars)
         return [Op(fp, prov, needs=None if need is None else (need,))]
 

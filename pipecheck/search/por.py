@@ -43,6 +43,9 @@ class Op:
     # them; None: nothing (it runs whenever its process gets to it)
     needs: tuple[tuple[Any, int], ...] | None = None
     spawns: tuple["Op", ...] = ()  # async operations this op starts (e.g. the landing of a TMA load)
+    # a wait that blocks now: the phase completions of its barrier it needs (`_late_waits`); 0 for every other op.
+    # Not part of the footprint, which a model may keep per future (`Shape`): this depends on the state
+    phases: int = 0
     # the op and its spawns together (derived): what the reduction walks
     all_provides: tuple[tuple[Any, int], ...] = field(init=False, repr=False, compare=False)
     all_footprint: Footprint = field(init=False, repr=False, compare=False)
@@ -747,7 +750,7 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
                         if mode != "r" or not reads_only:
                             if pairs is None:
                                 pairs = quiet[obj] = []
-                            pairs.append((members, e2))
+                            pairs.append((members, e2, js, k))
                     if not hard_heads:
                         continue
                     against = hard_heads
@@ -765,8 +768,8 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
         if not hes or loud.get(obj, _SILENT) == _SILENT:
             continue
         late = _late_waits(obj, hes, counted, budgets)
-        for members, e2 in pairs:
-            if late is not None and len(e2) > 2 and e2[1] == "r" and e2[2] >= late:
+        for members, e2, js, upto in pairs:
+            if late is not None and e2[1] == "r" and _all_late(ix.procs[members[0]].ops, js, upto, late):
                 continue
             if keys[members[-1]] not in add and _conflict(hes, (e2,), loud):
                 add.update(keys[i] for i in members)
@@ -776,8 +779,8 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
 
 
 def _late_waits(obj: Any, hes: tuple, counted: list[tuple[tuple, int]], budgets: Mapping[Any, Any]) -> int | None:
-    """The fewest phase completions a wait on barrier `obj` that blocks now must need (its entry's third element) to
-    commute with the heads `hes`, or None when no such bound is known.
+    """The fewest phase completions a wait on barrier `obj` that blocks now must need (`Op.phases`) to commute with the
+    heads `hes`, or None when no such bound is known.
 
     It is known when the heads and everything in reach on `obj` are plain single arrivals ("u": no bytes, nothing
     recorded per phase) and no bytes are owed: then a phase completes exactly at every `count` arrivals after the
@@ -802,6 +805,18 @@ def _late_waits(obj: Any, hes: tuple, counted: list[tuple[tuple, int]], budgets:
             total += e[2] * times
     # the least k with total < pending + k x count
     return (total - budgets.get(obj, 0)) // count + 1
+
+
+def _all_late(ops: Sequence[Op], js: list[int], upto: int, late: int) -> bool:
+    """Whether every op of a future at indices `js` within reach (below `upto`) is a wait, in this state, that blocks
+    and needs at least `late` phase completions (read from the ops of the state, not from the future's shape)."""
+    n = len(ops)
+    for j in js:
+        if j >= upto:
+            break
+        if j >= n or ops[j].phases < late:
+            return False
+    return True
 
 
 def commutes(ix: _Index, keys: frozenset, budgets: Mapping[Any, Any], footprints: list) -> bool:
