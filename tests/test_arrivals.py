@@ -142,7 +142,7 @@ def test_late_waits_are_in_the_footprints_and_free_deepgemm_lanes():
     procs, budgets = fp.processes(s, set())
     assert any(op.phases >= 1 for p in procs for op in p.ops)  # waits that block carry their completions
     # (beside the footprint, which a future keeps from the first state it is seen in: a review found a wait's
-    # completions read from there, stale once it passed: tests/data/por/stale_shape*.pipe)
+    # completions read from there, stale once it passed: tests/data/por/review/stale_shape*.pipe)
     assert all(len(e) == 2 for p in procs for op in p.ops for e in op.footprint if e[0][0] == "bar" and e[1] == "r")
     assert any((("bar", g), "count") in budgets for g in range(len(s.bars)))
 

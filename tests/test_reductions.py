@@ -87,7 +87,7 @@ def test_reductions_preserve_findings(path: Path):
             assert reduced.verdict == full.verdict == "findings", name
 
 
-REVIEW_SPECS = sorted((ROOT / "tests" / "data" / "por").glob("*.pipe"))
+REVIEW_SPECS = sorted((ROOT / "tests" / "data" / "por" / "review").glob("*.pipe"))
 
 
 @pytest.mark.parametrize("path", REVIEW_SPECS, ids=lambda p: p.name)
