@@ -115,7 +115,7 @@ def test_a_late_wait_commutes_with_arrivals_that_cannot_complete_its_phase():
         return por._late_waits(bar, head, others, budgets)
 
     # DeepGEMM's empty barrier: 16 a phase, 16 owed, 27 other arrivals in reach: with the head's 28 < 16 + 16, a wait
-    # needing one completion commutes with it; one needing none (passing now) never gets here (no third element)
+    # needing one completion commutes with it; one needing none (passing now, `Op.phases` 0) never does
     assert late(16, 16, [((bar, "u", 1, 0), 27)]) == 1
     # 31 others: the head may be the 32nd arrival, completing the second phase while that wait passes
     assert late(16, 16, [((bar, "u", 1, 0), 31)]) == 2
@@ -129,7 +129,7 @@ def test_a_late_wait_commutes_with_arrivals_that_cannot_complete_its_phase():
     assert late(16, 16, [((("bar", 1), "c", 1, 64), 1)]) == 0
 
 
-def test_late_waits_are_in_the_footprints_and_free_deepgemm_lanes():
+def test_late_waits_are_on_the_ops_and_free_deepgemm_lanes():
     """A wait that blocks names the completions it needs; with it, DeepGEMM's lanes that arrive apart (no
     --lockstep) are explored in a few thousand states, where the whole space was out of reach."""
     result = run(ROOT / "specs" / "deepgemm_sm90_fp8_store_drained.pipe", overrides=(("TILES", 1), ("K_BLOCKS", 6)),

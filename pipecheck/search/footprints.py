@@ -157,6 +157,11 @@ class Footprints:
         # a barrier's use reads the visibility of the inits of every class that initialises barriers
         return fp + self.vis_reads
 
+    def _t5_mark(self, gid: int) -> tuple:
+        """What a tcgen05.commit arrival, or an arrival of a class of `t5_marks`, adds to its footprint: the mark it
+        may leave on the barrier, which every wait on it reads (none without tcgen05 ordering)."""
+        return ((("t5c", gid), "i"),) if self.t5_marks else ()
+
     def _landing(self, buf: int, bar: int, cta: int, provider: tuple, nbytes: int | None) -> Op:
         lay = self.m.layout
         fp: tuple = tuple((("buf", b), "w") for b in (buf,) + lay.overlaps[buf])
@@ -294,7 +299,7 @@ class Footprints:
         if kind == "arrive":
             gid = d[1]
             prov = ((("arr", gid), d[2]),) + (((("tx", gid), 1),) if d[3] else ())
-            mark = ((("t5c", gid), "i"),) if len(d) > 5 else ()  # (`t5_marks`)
+            mark = self._t5_mark(gid) if len(d) > 5 else ()  # (a class of `t5_marks`: `_future`)
             return Op(((("bar", gid), "u" if d[4] else "c", d[2], d[3]),) + self._bar_use(gid) + mark, prov)
         if kind == "tx":  # a thread's own expect_tx / complete_tx: bytes the balance does not follow
             return Op(((("bar", d[1]), "t", None),) + self._bar_use(d[1]), ((("tx", d[1]), 1),))
@@ -314,7 +319,7 @@ class Footprints:
         if kind == "late_arrive":  # tcgen05.commit / cp.async arrive: the arrival comes later, by itself
             fp = tuple((("commits", g // lay.nbar), "i") for g in d[1])
             arrivals = tuple(Op(((("bar", g), "c", d[2]),) + self._bar_use(g) + ((("commits", g // lay.nbar), "i"),)
-                                + (((("t5c", g), "i"),) if self.t5_marks else ()), ((("arr", g), d[2]),)) for g in d[1])
+                                + self._t5_mark(g), ((("arr", g), d[2]),)) for g in d[1])
             return Op(fp, spawns=arrivals)
         if kind == "trap":  # raises its finding whatever the state; touches nothing
             return Op(((("trap", d[1]), "w"),))
@@ -486,13 +491,19 @@ class Footprints:
             key = ("x", cta)
             n = left[cta]
             procs.append(Process(key, key in enabled, *self._single(("x", cta, n), lambda: self._exit(cta, n))))
-        budgets: dict = {("bar", gid): b.pending for gid, b in enumerate(s.bars) if b is not None}
-        budgets.update(((("bar", gid), "tx"), (b.tx, S.MAX_TX)) for gid, b in enumerate(s.bars) if b is not None)
-        # each barrier's count, for `por._late_waits`: not where arrive.drop lowers it (a phase's arrivals are not known
-        # ahead), nor with tcgen05 ordering, where an arrival that completes nothing still marks the barrier as ordering
-        # its class's tcgen05 work, which a wait that passes later reads (model/tcgen05.py `sync`, `passes_barrier`)
-        if not self.drops and not self.m.t5.active:
-            budgets.update(((("bar", gid), "count"), b.expected) for gid, b in enumerate(s.bars) if b is not None)
+        # per barrier: the arrivals its phase still owes, the tx bytes, and its count for `por._late_waits`; the count
+        # not where arrive.drop lowers it (a phase's arrivals are not known ahead), nor with tcgen05 ordering, where an
+        # arrival that completes nothing still marks the barrier as ordering its class's tcgen05 work, which a wait
+        # that passes later reads (model/tcgen05.py `sync`, `passes_barrier`)
+        counts = not self.drops and not self.m.t5.active
+        budgets: dict = {}
+        for gid, b in enumerate(s.bars):
+            if b is not None:
+                obj = ("bar", gid)
+                budgets[obj] = b.pending
+                budgets[(obj, "tx")] = (b.tx, S.MAX_TX)
+                if counts:
+                    budgets[(obj, "count")] = b.expected
         for key in coll_keys:
             # the threads already in: each arrival completes a generation at its own count, so the budget is
             # the smallest count among the arrivals a closure step weighs, less these (por._loudness)
@@ -571,7 +582,7 @@ class Footprints:
         """A commit's arrivals on its barriers, once `need` (what it waits for; None: nothing) is there."""
         nbar = self.m.layout.nbar
         fp = tuple(x for g in bars for x in (((("bar", g), "c", cnt),) + self._bar_use(g) + ((("commits", g // nbar), "i"),)
-                                             + (((("t5c", g), "i"),) if self.t5_marks else ())))
+                                             + self._t5_mark(g)))
         prov = tuple((("arr", g), cnt) for g in bars)
         return [Op(fp, prov, needs=None if need is None else (need,))]
 

@@ -767,7 +767,8 @@ def _conflicting(ix: _Index, pos: list, head_fps: list, budgets: Mapping[Any, An
         hes = tuple(he for he in heads[obj] if he[1] in _QUIET)
         if not hes or loud.get(obj, _SILENT) == _SILENT:
             continue
-        late = _late_waits(obj, hes, counted, budgets)
+        # (only where a wait's read is among the pairs: the bound walks every counted entry in reach)
+        late = _late_waits(obj, hes, counted, budgets) if any(e2[1] == "r" for _, e2, _, _ in pairs) else None
         for members, e2, js, upto in pairs:
             if late is not None and e2[1] == "r" and _all_late(ix.procs[members[0]].ops, js, upto, late):
                 continue
