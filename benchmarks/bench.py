@@ -233,17 +233,22 @@ def pingpong_table(args: argparse.Namespace) -> None:
           f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
     print()
     head = ("| S/K/T | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
-            " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s |")
+            " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s | pipecheck s, defaults"
+            " | its ratio |")
     print(head)
-    print("|" + "---|" * 13)
+    print("|" + "---|" * 15)
     notes = []
     for s, k, t, variant in rows:
         with tempfile.TemporaryDirectory() as tmp:
             spin = run_spin(pingpong_model(s, k, t, variant), Path(tmp), args.timeout, memlim_mb=memlim)
         spec = HERE / "specs" / f"{PINGPONG_SPECS[variant]}.pipe"
-        pc = run_pipecheck(spec, ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}"],
-                           ["--timeout", str(args.pc_timeout), "--max-states", str(args.pc_max_states)],
-                           args.pc_timeout + 300)
+        defines = ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}"]
+        bounds = ["--timeout", str(args.pc_timeout), "--max-states", str(args.pc_max_states)]
+        # a bug row stops at the first counterexample, as pan does (--cause-budget 0); the last two columns are the
+        # run at the defaults, which goes on for 2,000 states past it to lead with the cause and list what follows
+        first = ["--cause-budget", "0"] if variant != "fixed" else []
+        pc = run_pipecheck(spec, defines, bounds + first, args.pc_timeout + 300)
+        full = run_pipecheck(spec, defines, bounds, args.pc_timeout + 300) if first else pc
         spin_done = spin["verdict"] in ("verified", "hang", "assertion")
         pc_done = pc["verdict"] != "timeout" and pc.get("stopped") is None
         spin_verdict = spin_code(spin)
@@ -261,7 +266,10 @@ def pingpong_table(args: argparse.Namespace) -> None:
               f"{fmt(spin['peak_rss_mb'], ',.0f')} | {fmt(pc['peak_mb'], ',.0f')} | "
               f"{ratio(pc['wall_s'], spin['total_s'])}{mark} | "
               f"{ratio(pc['states'], spin['states'])} | "
-              f"{fmt(pc['states'] / pc['wall_s'] if pc['states'] else None, ',.0f')} |", flush=True)
+              f"{fmt(pc['states'] / pc['wall_s'] if pc['states'] else None, ',.0f')} | "
+              f"{fmt(full['wall_s'], '.2f')} | {ratio(full['wall_s'], spin['total_s'])}{mark} |", flush=True)
+        if full["verdict"] != pc["verdict"]:
+            notes.append(f"{s}/{k}/{t} {variant}: pipecheck at the defaults said {full['verdict']}")
         if spin["error"]:
             notes.append(f"{s}/{k}/{t} {variant}: pan: {spin['error']}"
                          + (f" [{spin['assertion']}]" if spin.get("assertion") else ""))
@@ -272,7 +280,9 @@ def pingpong_table(args: argparse.Namespace) -> None:
           "space and time, so the time ratio is an upper bound (bound). A pipecheck row that stopped (inconclusive) "
           "likewise shows its states and time at the stop: that ratio is a lower bound; where neither finished the "
           "ratios compare two partial searches. A bug row's search stops at the first counterexample in both tools "
-          "(SPIN depth-first, pipecheck breadth-first).")
+          "(SPIN depth-first, pipecheck breadth-first, --cause-budget 0); `pipecheck s, defaults` is the same row at "
+          "pipecheck's defaults, which explore 2,000 states past the first finding for its cause and consequences "
+          "(the same as the first column on a fixed row).")
     for note in notes:
         print(f"- {note}")
 

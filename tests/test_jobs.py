@@ -130,3 +130,41 @@ def test_the_lockstep_recheck_started_beside_the_search_is_the_one_made_after_it
     assert len(after) == rechecked_after + 1  # without the child: one re-check after the searches
     if workers.available() >= 2:
         assert rechecked_after == (0 if alone else 1)
+
+
+@needs_fork
+@pytest.mark.parametrize("spec,alone", [("examples/bugs/lane_falls_behind.pipe", True),
+                                        ("specs/cute_dsl_sm100_persistent_gemm_bug_acc_count.pipe", True),
+                                        ("specs/cutlass_sm90_pingpong_bug_early_release.pipe", False)])
+@pytest.mark.parametrize("budget", [None, (1, 0, 50_000)])
+def test_a_lockstep_recheck_started_before_the_first_finding_says_what_the_one_after_it_says(monkeypatch, spec, alone,
+                                                                                           budget):
+    """A search that runs a while without a finding starts the --lockstep re-check of its configuration beside it
+    (verify.EarlyRecheck, searches.EARLY_AFTER; here at once), with the largest budget, told the real one at the first
+    finding: the report is the one whose re-check runs after the search (a search in the run's own process only:
+    where two configurations have findings, none starts). With a budget of one state (`budget`) the
+    re-check after the search never verifies: an early one that verified with more states, or went past it, says
+    nothing either."""
+    from pipecheck.pipeline import searches, verify
+    if budget is not None:
+        monkeypatch.setattr(verify, "SCHEDULING_BUDGET", budget)
+
+    def report():
+        r = verify_file(str(ROOT / spec), Options(limits=Limits(stop_at_first=True), jobs=2))
+        return [(i.code, i.finding.key, i.needs_independent_scheduling) for i in r.issues]
+
+    started = []
+    beside = workers.beside
+    monkeypatch.setattr(workers, "beside", lambda call, tag=None, idle=False: started.append((tag, idle)) or beside(
+        call, tag, idle))
+    monkeypatch.setattr(searches, "EARLY_AFTER", 0.0)
+    with_early = report()
+    assert all(idle and tag[1] is None for tag, idle in started)  # the early one, at the lower priority
+    assert bool(started) == alone  # (at the first expansion, which finds nothing in these)
+    monkeypatch.setattr(workers, "beside", beside)
+    monkeypatch.setattr(searches, "EARLY_AFTER", 1e9)  # never: the re-check starts at the first finding, or after
+    assert report() == with_early and with_early
+    if budget is not None:
+        assert not any(needs for _, _, needs in with_early)
+    monkeypatch.setattr(workers, "beside", lambda call, tag=None, idle=False: None)
+    assert report() == with_early

@@ -63,6 +63,16 @@ class Search:
     # pipeline/verify.py), as (a tag saying what it is, the call), in a child process (`workers.beside`; only for a
     # search run in the run's own process: its `Exploration.beside`); None: nothing
     beside: Callable[[int], tuple[Any, Callable[[], Any]]] | None = None
+    # the same work started before the first finding, once the search has run `EARLY_AFTER` seconds without one (a
+    # search that long most often meets its first finding late, or not at all), on a CPU the search leaves idle:
+    # its `tag` and `call`, and `found(states)`, told the states at the first finding (pipeline/verify.py
+    # `EarlyRecheck`); it is the search's `Exploration.beside` instead of the one `beside` would start then
+    early: Callable[[], Any] | None = None
+
+
+# seconds a search runs without a finding before its `Search.early` work starts beside it: searches shorter than this
+# (most) start none, and a long one has its re-check under way while it goes on
+EARLY_AFTER = 0.25
 
 
 def reduced_system(model: Any, base: Any, options: Options) -> tuple[Any, Interner | None]:
@@ -86,15 +96,25 @@ def _run(search: Search, budget: int, progress: Callable | None, here: bool, chi
     limits = search.limits()
     if budget:  # past the first finding (and past every transition that raised one): its cause and consequences
         limits = replace(limits, after_first=budget)
-    started: list = []
-    first = None
+    started: list = []  # the work started beside the search (None: none could be), with its `found` hook or None
+    first = long = None
     if here and search.beside is not None:
         def first(states: int) -> None:
+            if started:  # started early: told the states now
+                if started[0][1] is not None:
+                    started[0][1](states)
+                return
             tag, call = search.beside(states)
-            started.append(workers.beside(call, tag))
-    exp = explore(system, limits, progress, encode, first, children)
+            started.append((workers.beside(call, tag), None))
+    if here and search.early is not None:
+        def early() -> None:
+            work = search.early()
+            child = workers.beside(work.call, work.tag, idle=True)
+            started.append((child, work.found if child is not None else None))
+        long = (EARLY_AFTER, early)
+    exp = explore(system, limits, progress, encode, first, children, long)
     if started:
-        exp.beside = started[0]
+        exp.beside = started[0][0]
     return exp
 
 

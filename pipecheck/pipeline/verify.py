@@ -153,10 +153,13 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
             if options.engine != "bmc":
                 # (the lockstep re-check of its findings starts beside it at its first finding, where --jobs lets a
                 # second process run: `_mark_scheduling`)
+                # (or before it, on a CPU the search leaves idle, once the search has run a while without one)
+                rechecks = _checks_scheduling(options) and not options.all_params and options.jobs > 1
                 recheck = partial(_scheduling_call, path, options, (plan, sources), cc.representative) \
-                    if _checks_scheduling(options) and not options.all_params and options.jobs > 1 else None
+                    if rechecks else None
+                early = partial(EarlyRecheck, path, options, (plan, sources), cc.representative) if rechecks else None
                 pending.append(Search(partial(reduced_system, model, plans[-1].base, options),
-                                      partial(limits_now, options.limits, start), recheck))
+                                      partial(limits_now, options.limits, start), recheck, early))
         prepared.append(_Point(n, point, at, k, psites, cclasses, plans, tx))
         return True
 
@@ -302,16 +305,63 @@ def _checks_scheduling(options: Options) -> bool:
     return not options.lockstep and options.check_scheduling and options.engine == "explicit"
 
 
+def _scheduling_budget(explored: int | None) -> int:
+    """The states each search of `_scheduling_run` may explore, given the states the findings' own searches
+    `explored` (None: not known yet, the most it may ever have)."""
+    floor, factor, cap = SCHEDULING_BUDGET
+    return cap if explored is None else min(cap, max(floor, factor * explored))
+
+
 def _scheduling_run(path: str, options: Options, failing: tuple, at: tuple, reuse: tuple | None,
-                    explored: int) -> Result:
+                    explored: int | None, progress: Callable[[int, int, float], None] | None = None) -> Result:
     """The --lockstep run of `_mark_scheduling`: the configurations `failing` at parameters `at`, depth-first (any
     finding answers the question, and it meets one sooner), within a budget of states set by the states the
-    findings' own searches `explored`."""
-    floor, factor, cap = SCHEDULING_BUDGET
-    limits = replace(options.limits, stop_at_first=True, max_states=min(cap, max(floor, factor * explored)),
-                     depth_first=True)
+    findings' own searches `explored` (`_scheduling_budget`)."""
+    limits = replace(options.limits, stop_at_first=True, max_states=_scheduling_budget(explored), depth_first=True)
     return verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
-                                     all_params=False, ranges=(), overrides=at, cause_budget=0), reuse=reuse)
+                                     all_params=False, ranges=(), overrides=at, cause_budget=0), progress, reuse)
+
+
+class _PastBudget(Exception):
+    """An early re-check went past the budget its search's first finding set (`EarlyRecheck`)."""
+
+
+class EarlyRecheck:
+    """`_mark_scheduling`'s run for the findings of one configuration at the default point, started beside its search
+    before any finding (a `Search.early`: the search ran a while without one). Its budget is not known yet: it runs
+    with the largest (`_scheduling_budget(None)`), and stops once past the one the first finding sets (`found`,
+    through a value shared with the child, read every thousand states or so). Its call gives the run's verdict and
+    the most states one of its searches explored: that is the run `_scheduling_call` would have started at the first
+    finding (the same depth-first searches) where those states are within its budget; a run that verified with more
+    would have stopped at its budget, and says nothing (`_mark_scheduling`)."""
+
+    def __init__(self, path: str, options: Options, reuse: tuple, config: Config):
+        import multiprocessing
+
+        self.tag = (frozenset((config,)), None)
+        self._args = (path, options, reuse, config)
+        # (in memory the forked child shares: the parent writes it at the first finding, the child reads it)
+        self._bound = multiprocessing.get_context("fork").RawValue("q", _scheduling_budget(None))
+
+    def found(self, explored: int) -> None:
+        self._bound.value = _scheduling_budget(explored)
+
+    def call(self) -> tuple[str, int]:
+        path, options, reuse, config = self._args
+        bound = self._bound
+
+        def watch_budget(states: int, depth: int, seconds: float) -> None:
+            if states > bound.value:
+                raise _PastBudget
+
+        try:
+            # (one process: a depth-first search spreads over none, and only a search of the run's own process is
+            # told its progress)
+            r = _scheduling_run(path, replace(options, jobs=1), (config,), options.overrides, reuse, None,
+                                watch_budget)
+        except _PastBudget:
+            return "past-budget", 0
+        return r.verdict, max((run.exploration.states for run in r.runs), default=0)
 
 
 def _scheduling_call(path: str, options: Options, reuse: tuple, config: Config,
@@ -341,12 +391,16 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options,
         for r in runs:
             beside, r.exploration.beside = r.exploration.beside, None
             if beside is not None and verdict is None and not options.all_params \
-                    and beside.tag == (frozenset(failing), explored):  # the very run asked for here
+                    and beside.tag in ((frozenset(failing), explored), (frozenset(failing), None)):  # the run asked here
                 out = beside.result()  # None: it died; ("raise", exc): the run raised it, as it would have here
                 if out is not None:
                     if out[0] == "raise":
                         raise out[1]
                     verdict = out[1]
+                    if beside.tag[1] is None:  # started before the first finding (`EarlyRecheck`)
+                        verdict, states = verdict
+                        if verdict == "verified" and states > _scheduling_budget(explored):
+                            verdict = "past-budget"  # the run with this budget stops before it verifies
             elif beside is not None:
                 beside.cancel()
         if verdict is None:

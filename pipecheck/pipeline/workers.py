@@ -144,14 +144,22 @@ class Beside:
             self._conn.close()
 
 
-def _beside_child(call: Callable[[], Any], conn: Connection) -> None:
+def _beside_child(call: Callable[[], Any], conn: Connection, idle: bool) -> None:
     orphan_dies()
+    if idle:
+        os.nice(IDLE_NICE)
     _child(call, conn)
 
 
-def beside(call: Callable[[], Any], tag: Any = None) -> Beside | None:
+# the niceness of a child that takes only what the run leaves idle: beside a busy process of the run it gets a tenth of
+# a CPU (Linux's scheduler weights), beside an idle one all of it
+IDLE_NICE = 10
+
+
+def beside(call: Callable[[], Any], tag: Any = None, idle: bool = False) -> Beside | None:
     """Start `call` in a forked child that runs beside this process (on a machine with a second CPU for it), or
-    None where that cannot be: one CPU, no `fork`, or not Linux (where a child could outlive a run that is stopped)."""
+    None where that cannot be: one CPU, no `fork`, or not Linux (where a child could outlive a run that is stopped).
+    `idle`: the child runs at a lower priority (`IDLE_NICE`), on what the run's own processes leave idle."""
     if not can_fork_beside():
         return None
     import multiprocessing
@@ -160,7 +168,7 @@ def beside(call: Callable[[], Any], tag: Any = None) -> Beside | None:
     sys.stdout.flush()
     sys.stderr.flush()
     ours, theirs = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_beside_child, args=(call, theirs), daemon=True)
+    proc = ctx.Process(target=_beside_child, args=(call, theirs, idle), daemon=True)
     proc.start()
     theirs.close()
     return Beside(proc, ours, tag)

@@ -95,7 +95,8 @@ def rss_mb() -> float:
 def explore(system: TransitionSystem, limits: Limits = Limits(),
             progress: Callable[[int, int, float], None] | None = None,
             key: Callable[[Any], Any] | None = None,
-            on_first: Callable[[int], None] | None = None, children: int = 0) -> Exploration:
+            on_first: Callable[[int], None] | None = None, children: int = 0,
+            on_long: tuple[float, Callable[[], None]] | None = None) -> Exploration:
     """Visit every reachable state once, in BFS order; keep the first occurrence of each finding.
 
     `key` (injective) is what the visited set stores instead of the state itself (compact.py);
@@ -106,7 +107,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     A system with `expand(state, order) -> (successors, their order, note)` (the reduction, por.py) is handed with
     each state the order its expansion returned for the state it was reached from, and `count(note)` for each state
     expanded. `children`: once the search has run `SPREAD_AFTER` seconds, that many forked processes work out the
-    expansions (pool.py); the search is the same, state for state."""
+    expansions (pool.py); the search is the same, state for state. `on_long` (seconds, call): the call is made once
+    when the search has run that long without a finding."""
     start = time.perf_counter()
     init = system.initial()
     index: dict[Any, int] = {key(init) if key is not None else init: 0}
@@ -129,6 +131,7 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     take = frontier.pop if limits.depth_first else frontier.popleft
     source = pool.in_turn(frontier, take, expand)
     spread_at = start + SPREAD_AFTER if children > 0 and not limits.depth_first else None
+    long_at = start + on_long[0] if on_long is not None else None
     try:
         while True:
             got = next(source, None)
@@ -182,6 +185,10 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
             # (a `choose` over a wide range), so a thousand expansions may take minutes
             if now >= next_check:
                 next_check = now + CHECK_INTERVAL
+                if long_at is not None and now >= long_at:
+                    long_at = None
+                    if not found:
+                        on_long[1]()  # type: ignore[index]
                 if spread_at is not None and now >= spread_at:  # long enough to be worth the processes
                     spread_at = None
                     source = pool.spread(frontier, expand, children)
