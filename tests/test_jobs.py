@@ -109,8 +109,9 @@ def test_a_sweep_is_the_same_for_every_number_of_processes(args, spec):
                                         ("specs/cute_dsl_sm100_persistent_gemm_bug_acc_count.pipe", True),
                                         ("specs/cutlass_sm90_pingpong_bug_early_release.pipe", False)])
 def test_the_lockstep_recheck_started_beside_the_search_is_the_one_made_after_it(monkeypatch, spec, alone):
-    """The --lockstep re-check of a configuration's findings starts in a child at its first finding, and runs while
-    the search goes on past it (verify._scheduling_call; with --jobs 2 or more): the report is the one whose re-check
+    """The --lockstep re-check of a configuration's findings starts in a child at its first finding (or before it, once
+    the search has run a while: verify.EarlyRecheck), and runs while the search goes on past it
+    (verify._scheduling_call; with --jobs 2 or more): the report is the one whose re-check
     runs after the search (workers.beside off). Where one configuration has all of its point's findings (`alone`) and the machine has a
     second CPU, the child's verdict is the one used and no re-check runs after the search; where two configurations
     of the point have findings, the re-check covers both and runs after them."""
@@ -125,7 +126,7 @@ def test_the_lockstep_recheck_started_beside_the_search_is_the_one_made_after_it
 
     with_child = report()
     rechecked_after = len(after)
-    monkeypatch.setattr(workers, "beside", lambda call, tag=None: None)
+    monkeypatch.setattr(workers, "beside", lambda call, tag=None, idle=False: None)
     assert report() == with_child and with_child
     assert len(after) == rechecked_after + 1  # without the child: one re-check after the searches
     if workers.available() >= 2:
@@ -168,3 +169,22 @@ def test_a_lockstep_recheck_started_before_the_first_finding_says_what_the_one_a
         assert not any(needs for _, _, needs in with_early)
     monkeypatch.setattr(workers, "beside", lambda call, tag=None, idle=False: None)
     assert report() == with_early
+
+
+def test_a_recheck_beside_the_search_is_read_as_the_one_after_it_would_say():
+    """verify._beside_verdict: a re-check that ran beside the search counts as the one after it, except where its own
+    clock or memory stopped it, or it met an error (it may have gone past the budget, where the one after never goes):
+    then the one after the search runs (None). One started before the first finding (tag's states None) ran with the
+    largest budget: its 'verified' counts only within the budget the first finding sets (5 x 1,000 states here)."""
+    from pipecheck.pipeline import verify
+    early, first = ("cfg", None), ("cfg", 1_000)
+    budget = verify._scheduling_budget(1_000)
+    assert verify._beside_verdict(early, ("verified", budget, None), 1_000) == "verified"
+    assert verify._beside_verdict(early, ("verified", budget + 1, None), 1_000) == "past-budget"
+    assert verify._beside_verdict(first, ("verified", 0, None), 1_000) == "verified"
+    for tag in (early, first):
+        assert verify._beside_verdict(tag, ("findings", 10, None), 1_000) == "findings"
+        assert verify._beside_verdict(tag, ("inconclusive", 10, "max-states"), 1_000) == "inconclusive"
+        assert verify._beside_verdict(tag, ("inconclusive", 10, "timeout"), 1_000) is None
+        assert verify._beside_verdict(tag, ("inconclusive", 10, "max-memory"), 1_000) is None
+    assert verify._beside_verdict(early, ("error", 0, None), 1_000) is None

@@ -112,7 +112,12 @@ def _run(search: Search, budget: int, progress: Callable | None, here: bool, chi
             child = workers.beside(work.call, work.tag, idle=True)
             started.append((child, work.found if child is not None else None))
         long = (EARLY_AFTER, early)
-    exp = explore(system, limits, progress, encode, first, children, long)
+    try:
+        exp = explore(system, limits, progress, encode, first, children, long)
+    except BaseException:  # (a limit of the run's watch, an error of the model): the work beside it stops too
+        if started and started[0][0] is not None:
+            started[0][0].cancel()
+        raise
     if started:
         exp.beside = started[0][0]
     return exp

@@ -5,6 +5,8 @@ returns is data, which the reports render.
 """
 from __future__ import annotations
 
+import mmap
+import struct
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -330,28 +332,27 @@ class EarlyRecheck:
     """`_mark_scheduling`'s run for the findings of one configuration at the default point, started beside its search
     before any finding (a `Search.early`: the search ran a while without one). Its budget is not known yet: it runs
     with the largest (`_scheduling_budget(None)`), and stops once past the one the first finding sets (`found`,
-    through a value shared with the child, read every thousand states or so). Its call gives the run's verdict and
-    the most states one of its searches explored: that is the run `_scheduling_call` would have started at the first
-    finding (the same depth-first searches) where those states are within its budget; a run that verified with more
-    would have stopped at its budget, and says nothing (`_mark_scheduling`)."""
+    through a value shared with the child, read every thousand states or so). Its call gives what `_beside_verdict`
+    reads: the run's verdict, the most states one of its searches explored, and what stopped it. That is the run
+    `_scheduling_call` would have started at the first finding (the same depth-first searches) where those states are
+    within its budget; a run that verified with more would have stopped at its budget, and says nothing."""
 
     def __init__(self, path: str, options: Options, reuse: tuple, config: Config):
-        import multiprocessing
-
         self.tag = (frozenset((config,)), None)
         self._args = (path, options, reuse, config)
-        # (in memory the forked child shares: the parent writes it at the first finding, the child reads it)
-        self._bound = multiprocessing.get_context("fork").RawValue("q", _scheduling_budget(None))
+        # (anonymous shared memory, which a forked child shares: the parent writes it at the first finding)
+        self._bound = mmap.mmap(-1, 8)
+        struct.pack_into("q", self._bound, 0, _scheduling_budget(None))
 
     def found(self, explored: int) -> None:
-        self._bound.value = _scheduling_budget(explored)
+        struct.pack_into("q", self._bound, 0, _scheduling_budget(explored))
 
-    def call(self) -> tuple[str, int]:
+    def call(self) -> tuple[str, int, str | None]:
         path, options, reuse, config = self._args
         bound = self._bound
 
         def watch_budget(states: int, depth: int, seconds: float) -> None:
-            if states > bound.value:
+            if states > struct.unpack_from("q", bound)[0]:
                 raise _PastBudget
 
         try:
@@ -360,17 +361,34 @@ class EarlyRecheck:
             r = _scheduling_run(path, replace(options, jobs=1), (config,), options.overrides, reuse, None,
                                 watch_budget)
         except _PastBudget:
-            return "past-budget", 0
-        return r.verdict, max((run.exploration.states for run in r.runs), default=0)
+            return "past-budget", 0, None
+        except Exception:  # noqa: BLE001 - maybe past the budget, where the run after the search never goes: that run says
+            return "error", 0, None
+        return r.verdict, max((run.exploration.states for run in r.runs), default=0), r.stopped
 
 
 def _scheduling_call(path: str, options: Options, reuse: tuple, config: Config,
-                     explored: int) -> tuple[tuple, Callable[[], str]]:
+                     explored: int) -> tuple[tuple, Callable[[], tuple[str, int, str | None]]]:
     """`_mark_scheduling`'s run for the findings of one configuration at the default point, to start beside that
     configuration's search at its first finding (`explored`: the states then): (what `_mark_scheduling` asks for when
-    those are its point's only findings: the configurations and the states, the call giving the run's verdict)."""
-    return ((frozenset((config,)), explored),
-            lambda: _scheduling_run(path, options, (config,), options.overrides, reuse, explored).verdict)
+    those are its point's only findings: the configurations and the states, the call giving what `_beside_verdict`
+    reads)."""
+    def call() -> tuple[str, int, str | None]:
+        r = _scheduling_run(path, options, (config,), options.overrides, reuse, explored)
+        return r.verdict, 0, r.stopped
+    return (frozenset((config,)), explored), call
+
+
+def _beside_verdict(tag: tuple, out: tuple[str, int, str | None], explored: int) -> str | None:
+    """The verdict of a re-check that ran beside the search (`_scheduling_call`, `EarlyRecheck`), as the one after the
+    search would give it; None where only that one can say: the child stopped on --timeout or --max-memory, which it
+    counts from its own start and in its own process, or met an error."""
+    verdict, states, stopped = out
+    if stopped in ("timeout", "max-memory") or verdict == "error":
+        return None
+    if tag[1] is None and verdict == "verified" and states > _scheduling_budget(explored):
+        return "past-budget"  # started early with the largest budget: the run with this one stops before it verifies
+    return verdict
 
 
 def _mark_scheduling(path: str, issues: list[Issue], options: Options,
@@ -392,15 +410,15 @@ def _mark_scheduling(path: str, issues: list[Issue], options: Options,
             beside, r.exploration.beside = r.exploration.beside, None
             if beside is not None and verdict is None and not options.all_params \
                     and beside.tag in ((frozenset(failing), explored), (frozenset(failing), None)):  # the run asked here
-                out = beside.result()  # None: it died; ("raise", exc): the run raised it, as it would have here
+                try:
+                    out = beside.result()  # None: it died; ("raise", exc): the run raised it, as it would have here
+                except BaseException:  # (a limit of the run's watch while it waits): the child stops too
+                    beside.cancel()
+                    raise
                 if out is not None:
                     if out[0] == "raise":
                         raise out[1]
-                    verdict = out[1]
-                    if beside.tag[1] is None:  # started before the first finding (`EarlyRecheck`)
-                        verdict, states = verdict
-                        if verdict == "verified" and states > _scheduling_budget(explored):
-                            verdict = "past-budget"  # the run with this budget stops before it verifies
+                    verdict = _beside_verdict(beside.tag, out[1], explored)
             elif beside is not None:
                 beside.cancel()
         if verdict is None:
