@@ -79,3 +79,35 @@ def test_deterministic_order():
     b = explore(Grid(4, k=3), Limits(past_findings=True))
     assert [f.path for f in a.found] == [f.path for f in b.found]
     assert (a.states, a.transitions) == (b.states, b.transitions)
+
+
+class Fan:
+    """A path of `n` states, whose initial state also has `width` successors that end at once."""
+
+    def __init__(self, n: int, width: int):
+        self.n, self.width = n, width
+
+    def initial(self):
+        return ("p", 0)
+
+    def successors(self, s):
+        if s[0] != "p" or s[1] >= self.n:
+            return []
+        out = [(("next",), ("p", s[1] + 1), ())]
+        if s[1] == 0:
+            out += [(("leaf", i), ("leaf", i), ()) for i in range(self.width)]
+        return out
+
+    def terminal_findings(self, s):
+        return ()
+
+
+def test_work_beside_a_search_starts_only_while_its_frontier_stays_narrow():
+    """`on_long` is called once a search has run its seconds without a finding (here at once), unless a frontier has
+    been as wide as the pool shares out (pool.NARROW states a process): then the CPUs are the search's own."""
+    from pipecheck.search import pool
+    calls = []
+    explore(Fan(50, 0), Limits(), on_long=(0.0, lambda: calls.append("narrow")), children=1)
+    explore(Fan(50, 2 * pool.NARROW), Limits(), on_long=(0.0, lambda: calls.append("wide")), children=1)
+    explore(Grid(5, 2), Limits(stop_at_first=True), on_long=(1e9, lambda: calls.append("late")))
+    assert calls == ["narrow"]

@@ -108,7 +108,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     each state the order its expansion returned for the state it was reached from, and `count(note)` for each state
     expanded. `children`: once the search has run `SPREAD_AFTER` seconds, that many forked processes work out the
     expansions (pool.py); the search is the same, state for state. `on_long` (seconds, call): the call is made once
-    when the search has run that long without a finding."""
+    when the search has run that long without a finding, and without a frontier wide enough for the pool to share
+    (work started beside such a search would take CPUs from it)."""
     start = time.perf_counter()
     init = system.initial()
     index: dict[Any, int] = {key(init) if key is not None else init: 0}
@@ -132,6 +133,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     source = pool.in_turn(frontier, take, expand)
     spread_at = start + SPREAD_AFTER if children > 0 and not limits.depth_first else None
     long_at = start + on_long[0] if on_long is not None else None
+    # a frontier this wide is one the pool shares out: the CPUs are the search's, and `on_long` is not called at all
+    wide = pool.NARROW * (children + 1)
     try:
         while True:
             got = next(source, None)
@@ -162,6 +165,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                     index[k] = nid
                     parents.append((sid, action))
                     frontier.append((nxt, nid, d + 1, order))
+            if long_at is not None and len(frontier) >= wide:
+                long_at = None
             if limits.stop_at_first and found:
                 if on_first is not None:
                     on_first(len(parents))
