@@ -199,7 +199,7 @@ class Footprints:
         if not f.dyn:
             return f.tmpl, f.plan
         bars = s.bars
-        vals = tuple(_seen(bars[a]) if k == 0 else colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2
+        vals = tuple(bars[a] if k == 0 else colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2
                      else self._store_need(s, a, needs) for k, a in f.sources)
         key = (f.serial, vals)
         done = self.ops_cache.get(key)
@@ -216,7 +216,7 @@ class Footprints:
             kind = d[0]
             if kind == "wait" and not self.m.uses_init:  # (a re-init restarts the phases)
                 lv = level.get(d[1], 0)
-                if now is not None and not S.wait_passes(bars[d[1]], d[2], lv):
+                if now is not None and not S.wait_passes(now, d[2], lv):
                     level[d[1]] = lv + 1
                 ops[j] = self._wait(s, d, lv)
             elif kind == "cwait":  # the generations before this one: their thread counts
@@ -716,13 +716,6 @@ class _Future:
         descs = self.descs
         self.shape = shape_of(ops, lambda j: descs[j][0] in _WAITS)
         return self.shape
-
-
-def _seen(b: "S.Barrier | None") -> tuple | None:
-    """What a future's waits see of a barrier (`Footprints._wait`): whether a wait passes reads only the parity of
-    the phase, and what it needs reads the counts; not the phase number (which grows along a pipelined loop) nor who
-    arrived. A key of op lists, so a future whose waits see the same op list again reuses it."""
-    return None if b is None else (b.phase & 1, b.pending, b.expected, b.tx)
 
 
 def _unpublishing(d: tuple) -> tuple:
