@@ -54,10 +54,13 @@ PINGPONG_ROWS = [  # (S, K, T, variant)
     (5, 6, 4, "fixed"),
     (6, 9, 6, "fixed"),
     (7, 15, 8, "fixed"),
+    (7, 16, 8, "fixed"),  # sizes next to the rows above, which the reduction was not tuned on (benchmarks/sizes.py)
+    (8, 24, 8, "fixed"),
     (4, 3, 4, "release_before_read"),
     (7, 15, 8, "release_before_read"),
     (4, 3, 4, "no_store_drain"),
     (7, 15, 8, "no_store_drain"),
+    (7, 16, 8, "no_store_drain"),
 ]
 PINGPONG_QUICK = [r for r in PINGPONG_ROWS if r[:3] in ((2, 2, 2), (4, 3, 4))]
 PINGPONG_MEMLIM_MB = 3072  # pan -DMEMLIM: SPIN's memory cap on the pingpong rows

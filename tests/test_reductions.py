@@ -283,3 +283,45 @@ def test_shortcuts_of_the_closure_are_exact(name, ov):
 
     exp = explore(Checked(model, fp), Limits(past_findings=True))
     assert exp.complete and seen["derived"] > 0 and seen["clash"] > 0
+
+
+@pytest.mark.parametrize("name", ["benchmarks/specs/pingpong_fixed.pipe",
+                                  "benchmarks/specs/pingpong_bug_release_before_read.pipe"])
+def test_lengthened_futures_find_the_same(name):
+    """With a horizon so short that walks run past the ends of the futures, the reduction looks again with longer
+    ones where a thread group's closure took processes in for that alone (`Reduced._lengthened`), and keeps the
+    smaller set: it does so in some states here, and the findings and terminal states stay the plain search's."""
+    from pipecheck.lang.lower import build_classes, resolve_roles
+    from pipecheck.model.system import Model
+    from pipecheck.model.threads import Config
+    from pipecheck.search.explore import explore
+    from pipecheck.search.footprints import Footprints
+    from pipecheck.search.por import Reduced
+    sources: dict = {}
+    k = load_checked(str(ROOT / name), {"STAGES": 2, "K_TILES": 2, "TILES": 1}, sources)
+    codes, sites = resolve_roles(k, sources)
+    model = Model(k, build_classes(k, codes, Config(((0xFFFFFFFF, 0),)), False), sites)
+    model.horizon = 8
+    limits = Limits(max_states=FULL_LIMIT, past_findings=True)
+    reduced = explore(Reduced(model, Footprints(model), chains=True), limits)
+    plain = explore(model, limits)
+    assert reduced.complete and plain.complete
+    assert reduced.extra["lengthened"] > 0
+    assert {(f.finding.code, f.finding.site) for f in reduced.found} == {(f.finding.code, f.finding.site)
+                                                                         for f in plain.found}
+    assert reduced.terminals == plain.terminals
+
+
+def test_a_size_next_to_the_benchmarks_stays_a_path():
+    """pingpong fixed 7/16/8, next to the benchmark's 7/15/8: the consumers' futures end at the horizon where a walk
+    with the producer frozen runs on through the stages already loaded, so the producer's closure took them in and
+    the graph was 25,161 states wide. With those futures lengthened it is a path again (2,377 states, depth 2,098)."""
+    import io
+    import json
+    from pipecheck.cli import run as cli_run
+    out = io.StringIO()
+    code = cli_run(["verify", str(ROOT / "benchmarks/specs/pingpong_fixed.pipe"), "-D", "STAGES=7", "-D", "K_TILES=16",
+                    "-D", "TILES=8", "--max-states", "3000", "--jobs", "1", "--format", "json"], out, io.StringIO())
+    data = json.loads(out.getvalue())
+    assert code == 0 and data["verdict"] == "verified"
+    assert data["stats"]["states"] <= 2_500

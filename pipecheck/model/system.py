@@ -219,9 +219,11 @@ class Model:
         return env if live is None else tuple(v if keep else None for v, keep in zip(env, live))
 
     # ------------------------------------------------------------ a group's own future
-    def future(self, c: int, pc: int, env: tuple, m: int) -> tuple[tuple, bool]:
-        """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon)."""
-        key = (c, pc, env, m)
+    def future(self, c: int, pc: int, env: tuple, m: int, horizon: int = 0) -> tuple[tuple, bool]:
+        """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon: `horizon`
+        statements, 0 for the model's own)."""
+        horizon = horizon or self.horizon
+        key = (c, pc, env, m) if horizon == self.horizon else (c, pc, env, m, horizon)
         hit = self.future_cache.get(key)
         if hit is not None:
             return hit
@@ -239,7 +241,7 @@ class Model:
                 tuple((v, env[v]) for v in kp.loopvars if env[v] is not None)
             # each step keeps the step after it once looked up (futures walk the same chains over and over)
             prev = entry = None
-            for _ in range(self.horizon):
+            for _ in range(horizon):
                 if entry is None:
                     entry = steps.get((c, pc, env, m))
                     if entry is None:

@@ -77,7 +77,7 @@ def census(model: Model, exploration: Any) -> dict | None:
     reduction = None
     if "reduced" in ex:
         reduction = {"reduced_states": ex["reduced"], "unreduced_states": ex["full"], "chained": ex.get("chained", 0),
-                     "sets": [{"processes": "+".join(kind), "states": n} for kind, n in ex["sets"]]}
+                     "lengthened": ex.get("lengthened", 0), "sets": [{"processes": "+".join(kind), "states": n} for kind, n in ex["sets"]]}
     return {"states": exploration.states, "roles": roles, "classes": classes, "parts": parts,
             "reduction": reduction}
 
@@ -120,4 +120,7 @@ def render_census(census_data: dict, head: str) -> str:
         if red.get("chained"):
             out.append(f"  private runs: {red['chained']:,} steps taken within a thread group's move, with no state "
                        "of their own")
+        if red.get("lengthened"):
+            out.append(f"  longer futures: a smaller set in {red['lengthened']:,} states once the futures a walk ran "
+                       "past (cut off at the horizon) were lengthened")
     return "\n".join(out) + "\n"

@@ -172,13 +172,14 @@ class Footprints:
                 return Op(fp, (provider, (("txb", bar), nbytes)))
         return Op(fp, (provider,))
 
-    def _future(self, c: int, pc: int, env: tuple, m: int, quiet: bool) -> "_Future":
+    def _future(self, c: int, pc: int, env: tuple, m: int, quiet: bool, horizon: int = 0) -> "_Future":
         """What the reduction keeps of a group's future, built once per (class, place, count) and kept
-        per distinct descriptions; `quiet`: the class has nothing left to publish (see `processes`)."""
-        key = (c, pc, env, m, quiet)
+        per distinct descriptions; `quiet`: the class has nothing left to publish (see `processes`); `horizon`:
+        the statements it looks at (0: the model's own)."""
+        key = (c, pc, env, m, quiet) if not horizon else (c, pc, env, m, quiet, horizon)
         hit = self.fut_cache.get(key)
         if hit is None:
-            descs, exhaustive = self.m.future(c, pc, env, m)
+            descs, exhaustive = self.m.future(c, pc, env, m, horizon)
             if c in self.t5_marks:  # its arrivals mark their barriers (`t5_marks`)
                 descs = tuple(d + ("t5",) if d[0] == "arrive" else d for d in descs)
             if quiet:
@@ -404,7 +405,11 @@ class Footprints:
         return n
 
     # ------------------------------------------------------------ every process of a state
-    def processes(self, s: "State", enabled: set) -> tuple[list[Process], dict]:
+    def processes(self, s: "State", enabled: set, horizons: dict | None = None) -> tuple[list[Process], dict]:
+        """Every process of state s (thread groups, copies in flight, MMA units, bulk stores, commits, exits) with
+        its future's ops, and the budgets of the barriers and collectives (`por._loudness`). `horizons`: per thread
+        group key, how many times the model's horizon its future looks at, where not once (`por.Reduced.expand`
+        lengthens the futures a walk ran past)."""
         model = self.m
         lay = model.layout
         key: tuple  # a process's key, and the keys of the op caches: tuples of several shapes
@@ -438,7 +443,10 @@ class Footprints:
                 if op in LOCAL_OPS:  # an unsettled start: the head is a local choice
                     procs.append(Process(key, key in enabled, [Op(())], False))
                     continue
-                f = self.fut_cache.get((c, pc, env, m, quiet)) or self._future(c, pc, env, m, quiet)
+                if horizons and key in horizons:
+                    f = self._future(c, pc, env, m, quiet, horizons[key] * model.horizon)
+                else:
+                    f = self.fut_cache.get((c, pc, env, m, quiet)) or self._future(c, pc, env, m, quiet)
                 for u, seq, bufs, out in f.joins:
                     max_seq[u] = max(max_seq.get(u, -1), seq)
                     join_info[(u, seq)] = (bufs, out)

@@ -731,8 +731,8 @@ class Offset:
             return ("root",) if len(action) == 2 else self.footprints.process_of(action[2])
         return self.footprints.process_of(action)
 
-    def processes(self, s: State, enabled: set):
-        return self.footprints.processes(s, enabled)
+    def processes(self, s: State, enabled: set, horizons: dict | None = None):
+        return self.footprints.processes(s, enabled, horizons)
 
     # ------------------------------------------------------------ K
     def _far(self, s: State) -> int | None:

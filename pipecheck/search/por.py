@@ -158,7 +158,8 @@ class ReducibleSystem(Protocol):
 
     def process_of(self, action: Any) -> Any: ...
 
-    def processes(self, state: Any, enabled: set) -> tuple[list[Process], Mapping[Any, int]]: ...
+    def processes(self, state: Any, enabled: set, horizons: dict | None = None) \
+            -> tuple[list[Process], Mapping[Any, int]]: ...
 
 
 _QUIET = frozenset({"r", "c", "u", "t"})
@@ -289,6 +290,10 @@ class _Index:
         self.base_ats: list[int] = []  # where each kind stands in the walk of everyone (`_reach` of no process)
         self.reach_memo: dict[frozenset, Reach] = {}
         self.close_memo: dict[frozenset, frozenset | None] = {}
+        # the processes the closure of a thread group's seed took in because a walk ran past the end of their future,
+        # cut off by the horizon (`Reduced._lengthened`); `thread_seed`: whether the closure grown now is of one
+        self.cut: set[int] = set()
+        self.thread_seed = False
 
     @property
     def provides(self) -> list[frozenset]:
@@ -489,19 +494,22 @@ def _walk(ix: _Index, live: list[tuple[int, list[int]]]) -> tuple[list, list[int
 
 
 def persistent(procs: list[Process], budgets: Mapping[Any, Any], won: list | None = None,
-               flat: Flat | None = None, index: list | None = None, recent: tuple = ()) -> set | None:
+               flat: Flat | None = None, index: list | None = None, recent: tuple = (),
+               seeds: frozenset | None = None) -> set | None:
     """Keys of a persistent set of processes with at least one enabled head, or None for all.
 
     `recent`: the processes that were alone a persistent set on the way to this state, the latest first (`won`
     gets the key of the one that is here, if one is): they are tried first (any order gives a persistent set; a
     good one saves the failing tries, and the process that was alone persistent a step ago most often is again).
     `flat` keeps the walks' plans and results across states (one per search). `index` gets the state's `_Index`
-    (for `commutes`)."""
+    (for `commutes`). `seeds`: the only processes tried as seeds (None: every enabled one)."""
     enabled = [p for p in procs if p.enabled]
     if len(enabled) <= 1:
         return None
-    best: set | None = None
     best_n = len(enabled)
+    if seeds is not None:
+        enabled = [p for p in enabled if p.key in seeds]
+    best: set | None = None
     # threads first (a thread's next step is most often invisible to the rest), then async completions
     if recent:
         rank = {k: i - len(recent) for i, k in enumerate(recent)}  # the latest lowest; the others 0
@@ -533,6 +541,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], won: list | Non
                 continue
             tried.add(seed.key)
             stop: list = []
+            ix.thread_seed = seed.key[0] == "g"
             t = _close(ix, frozenset((seed.key,)), budgets, 2, stop)
             if t is not None:
                 if won is not None:
@@ -547,6 +556,7 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], won: list | Non
     for seed, start in starts:
         if start is None:  # its closure takes in every process
             continue
+        ix.thread_seed = seed.key[0] == "g"
         t = _close(ix, start, budgets, best_n)
         if t is None:
             continue
@@ -558,6 +568,13 @@ def persistent(procs: list[Process], budgets: Mapping[Any, Any], won: list | Non
                     won.append(seed.key)
                 break
     return best
+
+
+def _enabled_in(ix: _Index, t: set | None) -> int:
+    """How many enabled processes the persistent set `t` of `ix`'s state holds (None: every one)."""
+    if t is None:
+        return sum(ix.enabled)
+    return sum(1 for k in t if ix.enabled[ix.where[k]])
 
 
 def _clashes(ix: _Index, seed: Process) -> int | None:
@@ -694,6 +711,8 @@ def _grow(ix: _Index, t: frozenset, budgets: Mapping[Any, Any]) -> frozenset | N
         return None if len(bundled) == len(procs) else bundled
     avail, pos, unbounded = _reach(ix, t)
     if unbounded:
+        if ix.thread_seed:
+            ix.cut.update(unbounded)
         t = t | {ix.keys[i] for i in unbounded}
         return None if len(t) == len(procs) else t
     heads = [procs[ix.where[k]] for k in t]
@@ -829,6 +848,8 @@ def commutes(ix: _Index, keys: frozenset, budgets: Mapping[Any, Any], footprints
 
 
 _RECENT = 32  # the processes a seed order (`Reduced.expand`) remembers
+_LENGTHEN = 2  # how much longer a future a walk ran past gets in the next try (`Reduced._lengthen`)
+_LONGEST = 4  # the longest future it gets, in times the model's horizon
 
 
 class Reduced:
@@ -842,6 +863,7 @@ class Reduced:
         self.describer = describer if describer is not None else system
         self._chain = getattr(self.describer, "chain", None) if chains else None
         self.chained = 0  # steps taken within runs, past each run's first (--stats)
+        self.lengthened = 0  # states whose set was found with futures longer than the horizon (--stats)
         self.reduced_states = 0
         self.flat = Flat()  # the walks' plans and results, kept across states
         # per kind of persistent set (the sorted kinds of its processes: "g" thread groups, "l" landings, "m"
@@ -885,8 +907,13 @@ class Reduced:
             seen: list = []
             won: list = []
             t = persistent(procs, budgets, won, self.flat, seen, recent)
+            lengthened = 0
+            if seen:
+                first = t
+                t, won, seen = self._lengthened(state, keys, budgets, recent, t, won, seen)
+                lengthened = int(t is not first)
             if t is not None:
-                note = (tuple(sorted(k[0] for k in t if k in keys)),)
+                note = (tuple(sorted(k[0] for k in t if k in keys)), 0, lengthened)
                 moves = [x for x in moves if process_of(x[0]) in t]
                 if won and (not recent or recent[0] != won[0]):
                     recent = (won[0],) + tuple(k for k in recent[:_RECENT - 1] if k != won[0])
@@ -896,13 +923,52 @@ class Reduced:
         if t is not None and self._chain is not None and len(succ) == 1:
             move = self._run(state, succ[0], seen[0], process_of(succ[0][0]), frozenset(t), budgets)
             if move is not succ[0]:
-                note += (len(move[0][1]) - 1,)
+                note = (note[0], len(move[0][1]) - 1, note[2])
             succ = [move]
         return (succ if self._canon is None else self._canon(succ)), recent, note
 
+    def _lengthened(self, state: Any, keys: set, budgets: Mapping[Any, Any], recent: tuple, t: set | None,
+                    won: list, seen: list) -> tuple[set | None, list, list]:
+        """The persistent set `t` found in `state` (with `won` and `seen` of `persistent`), or a smaller one found
+        with longer futures.
+
+        A future is cut off at the model's horizon, and a process whose walk runs past the cut counts as touching
+        anything: a closure takes it in, and with it what its head needs. Where that leaves more than one enabled
+        process, the thread groups the closures took in that way get futures `_LENGTHEN` times as long, and each
+        enabled thread group is tried again as a seed, up to `_LONGEST` times the horizon. A set with fewer enabled
+        processes replaces `t`. Any set the closure finds is persistent; this only looks further for a smaller
+        one, and the choice is a function of the state and `recent` alone (the search's graph does not depend on
+        which process expands a state)."""
+        ix = seen[-1]
+        if not ix.cut:
+            return t, won, seen
+        n = _enabled_in(ix, t)
+        if n <= 1 or any(p.bundle for p in ix.procs):
+            return t, won, seen
+        threads = frozenset(k for i, k in enumerate(ix.keys) if ix.enabled[i] and k[0] == "g")
+        horizons: dict = {}
+        while ix.cut and threads:
+            grown = False
+            for i in ix.cut:
+                key = ix.keys[i]
+                if key[0] == "g" and horizons.get(key, 1) < _LONGEST:
+                    horizons[key] = horizons.get(key, 1) * _LENGTHEN
+                    grown = True
+            if not grown:
+                break
+            procs, _ = self.describer.processes(state, keys, horizons)
+            seen2: list = []
+            won2: list = []
+            t2 = persistent(procs, budgets, won2, self.flat, seen2, recent, threads)
+            ix = seen2[-1]
+            if _enabled_in(ix, t2) < n:
+                return t2, won2, seen2
+        return t, won, seen
+
     def count(self, note: tuple) -> None:
         """Add one expansion's `note` (`expand`) to what `stats` says: the kinds of the persistent set it offered
-        (None: every enabled process; nothing: one process, no choice), then the steps a run took past its first."""
+        (None: every enabled process; nothing: one process, no choice), then the steps a run took past its first and
+        whether the set was found with futures lengthened (`_lengthened`)."""
         if note:
             kind = note[0]
             if kind is None:
@@ -910,8 +976,8 @@ class Reduced:
             else:
                 self.reduced_states += 1
                 self.sets[kind] = self.sets.get(kind, 0) + 1
-                if len(note) > 1:
-                    self.chained += note[1]
+                self.chained += note[1]
+                self.lengthened += note[2]
 
     def _run(self, state: Any, move: tuple, ix: _Index, key: Any, t: frozenset, budgets: Mapping[Any, Any]) -> tuple:
         """The one move of process `key` (with the processes it moves with), the only move of the persistent set
@@ -935,4 +1001,4 @@ class Reduced:
         """What the reduction did, for `explore`'s record of the search: states where it offered a smaller set
         (by the kinds of process in the set), states where it offered every enabled process."""
         return {"reduced": self.reduced_states, "full": self.full, "chained": self.chained,
-                "sets": sorted(self.sets.items(), key=lambda kv: (-kv[1], kv[0]))}
+                "lengthened": self.lengthened, "sets": sorted(self.sets.items(), key=lambda kv: (-kv[1], kv[0]))}
