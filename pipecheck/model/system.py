@@ -222,7 +222,8 @@ class Model:
     def future(self, c: int, pc: int, env: tuple, m: int, horizon: int = 0) -> tuple[tuple, bool]:
         """The operations a group performs if nothing blocks it (cut at a `choose` or the horizon: `horizon`
         statements, 0 for the model's own)."""
-        horizon = horizon or self.horizon
+        if not horizon or self.crossings is not None:  # (--every: the horizon is part of the plan's bound)
+            horizon = self.horizon
         key = (c, pc, env, m) if horizon == self.horizon else (c, pc, env, m, horizon)
         hit = self.future_cache.get(key)
         if hit is not None:

@@ -731,8 +731,13 @@ class Offset:
             return ("root",) if len(action) == 2 else self.footprints.process_of(action[2])
         return self.footprints.process_of(action)
 
+    # the loop-offset abstraction bounds a future by the loop guards it crosses within the horizon (the plan's NEAR,
+    # `Model.future`): a longer future could enter a loop that bound does not count, so futures are never lengthened
+    # here (`por.Reduced._lengthened`)
+    lengthens = False
+
     def processes(self, s: State, enabled: set, horizons: dict | None = None):
-        return self.footprints.processes(s, enabled, horizons)
+        return self.footprints.processes(s, enabled)
 
     # ------------------------------------------------------------ K
     def _far(self, s: State) -> int | None:

@@ -877,6 +877,8 @@ class Reduced:
         # a system may also offer its successors per process as (action, moves), the moves a list or a function
         # that makes it when asked (the reduction keeps few of them)
         self._lazy = getattr(system, "lazy_successors", None)
+        # whether the describer's futures may be lengthened (`_lengthened`; not under the loop-offset abstraction)
+        self._lengthens = getattr(self.describer, "lengthens", True)
 
     def initial(self) -> Any:
         return self.system.initial()
@@ -908,7 +910,7 @@ class Reduced:
             won: list = []
             t = persistent(procs, budgets, won, self.flat, seen, recent)
             lengthened = 0
-            if seen:
+            if seen and self._lengthens:
                 first = t
                 t, won, seen = self._lengthened(state, keys, budgets, recent, t, won, seen)
                 lengthened = int(t is not first)
