@@ -592,9 +592,13 @@ def _stats(result: Result, stderr: TextIO) -> None:
     from .search.census import census, render_census
     for n, run in enumerate(result.runs):
         e = run.exploration
-        rate = e.states / e.seconds if e.seconds > 0 else 0.0
-        stderr.write(f"{result.spec}: {e.states} states, {e.transitions} transitions, depth {e.depth}, "
-                     f"{e.seconds:.3f} s ({rate:,.0f} states/s)\n")
+        # a run with findings reports the states to its first finding; the seconds are of the whole search, which
+        # went on past it (`--cause-budget`): the rate is of every state explored
+        past = e.extra.get("after_first", 0)
+        rate = (e.states + past) / e.seconds if e.seconds > 0 else 0.0
+        then = f" to the first finding; {past} states past it" if "after_first" in e.extra else ""
+        stderr.write(f"{result.spec}: {e.states} states, {e.transitions} transitions, depth {e.depth}{then}"
+                     f"{'; ' if then else ', '}{e.seconds:.3f} s ({rate:,.0f} states/s)\n")
         data = census(run.model, e)
         if data is not None:
             head = result.spec if len(result.runs) == 1 else f"{result.spec} (configuration class {n + 1})"

@@ -1,6 +1,8 @@
 """--stats: where a state space comes from (search/census.py), without changing the report or the search."""
 from __future__ import annotations
 
+import re
+
 from conftest import ROOT, cli
 
 from pipecheck.pipeline.result import Options
@@ -21,6 +23,24 @@ def test_stats_prints_the_census_and_leaves_the_report_alone():
     assert "partial-order reduction: a smaller set in" in err
     assert "private runs: " in err  # steps taken inside a thread group's move (search/chains.py)
 
+
+
+def test_stats_line_of_a_run_with_findings_counts_the_states_past_the_first():
+    # the states reported are those to the first finding; the seconds are of the whole search, which went on past it
+    # for the cause (--cause-budget): the line says both, and its rate is of every state explored
+    spec = str(ROOT / "benchmarks" / "specs" / "pingpong_bug_no_store_drain.pipe")
+    small = ("-D", "STAGES=4", "-D", "K_TILES=3", "-D", "TILES=4", "--jobs", "1")
+    _, _, err = cli("verify", spec, *small, "--stats", "--cause-budget", "50")
+    line = next(x for x in err.splitlines() if "states/s" in x)
+    m = re.search(r": (\d+) states, .* to the first finding; (\d+) states past it; ([\d.]+) s \(([\d,]+) states/s\)$",
+                  line)
+    assert m is not None and int(m[2]) >= 50, line
+    rate, every = int(m[4].replace(",", "")), (int(m[1]) + int(m[2])) / float(m[3])  # (seconds shown rounded)
+    assert abs(rate - every) <= 0.02 * every
+    # without a cause budget the search stops at the first finding: nothing past it to tell
+    _, _, err = cli("verify", spec, *small, "--stats", "--cause-budget", "0")
+    line = next(x for x in err.splitlines() if "states/s" in x)
+    assert "first finding" not in line and " states, " in line
 
 def test_census_counts_every_visited_state_once():
     overrides = (("STAGES", 2), ("K_TILES", 2), ("TILES", 2))
