@@ -1,8 +1,8 @@
-"""pipecheck against SPIN on the ring and pingpong families, in one run: verdicts, states, wall time, peak memory, ratios.
+"""pipecheck against SPIN on the ring, pingpong and umma families, in one run: verdicts, states, wall time, peak memory, ratios.
 
 Each row runs SPIN on the Promela model of benchmarks/spin/promela.py (spin -a, gcc -O2
 -DSAFETY, pan with its default partial-order reduction) and pipecheck on the same
-protocol (benchmarks/specs/ring_*.pipe, benchmarks/specs/pingpong_*.pipe) as whole
+protocol (benchmarks/specs/ring_*.pipe, pingpong_*.pipe, umma_*.pipe) as whole
 processes, one after the other, and prints a table per family. Ratios are pipecheck /
 SPIN, from the same run.
 
@@ -11,10 +11,15 @@ The ring family: one producer warp, C consumer warpgroups, an S-stage ring, K k-
 per work tile, T work tiles alternating between two math warpgroups, the ordered
 barrier and the TMA-store epilogue; variants fixed, release_before_read, no_store_drain
 (SPIN capped at 3 GB, pan -DMEMLIM=3072; pipecheck at --pc-timeout s and --pc-max-states).
+The umma family, the one pipecheck's reductions were not tuned on: a Blackwell SM100 UMMA
+GEMM (TMA producer warp, tcgen05 MMA warp, EPI epilogue warpgroups; S stages, K k-tiles, T
+work tiles, 2 TMEM accumulator stages); variants fixed, early_acc_release, no_store_drain
+(SPIN capped at 3 GB and --umma-timeout s a row, pipecheck as for pingpong).
 
     python benchmarks/bench.py                  # every row of both families (SPIN capped at --timeout s per row)
     python benchmarks/bench.py --family ring    # only the ring family (what bench.py ran before --family)
     python benchmarks/bench.py --family pingpong --timeout 600 --pc-timeout 900
+    python benchmarks/bench.py --family umma    # the umma family (~15 min: SPIN capped at --umma-timeout 120 s a row)
     python benchmarks/bench.py --quick          # only the small rows
     python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
     python benchmarks/bench.py --only-reductions --reduction-row 4/8/2   # only that table
@@ -34,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "spin"))
 sys.dont_write_bytecode = True
-from promela import pingpong_model, ring_model  # noqa: E402
+from promela import pingpong_model, ring_model, umma_model  # noqa: E402
 from run import machine, run_spin  # noqa: E402
 
 ROWS = [  # (S, K, C, variant)
@@ -66,8 +71,30 @@ PINGPONG_QUICK = [r for r in PINGPONG_ROWS if r[:3] in ((2, 2, 2), (4, 3, 4))]
 PINGPONG_MEMLIM_MB = 3072  # pan -DMEMLIM: SPIN's memory cap on the pingpong rows
 PINGPONG_SPECS = {"fixed": "pingpong_fixed", "release_before_read": "pingpong_bug_release_before_read",
                   "no_store_drain": "pingpong_bug_no_store_drain"}
-# what each assertion of pingpong_model checks (the word before the colon of its comment), as pipecheck's finding code
+# what each assertion of pingpong_model and umma_model checks (the word before the colon of its comment), as
+# pipecheck's finding code
 SPIN_ASSERTIONS = ("stale-read", "overwrite", "store-reuse", "arrive-fault")
+
+UMMA_ROWS = [  # (S, K, T, EPI, variant); ACC_STAGES = 2 (the specs' default)
+    (2, 2, 2, 1, "fixed"),
+    (2, 2, 4, 1, "fixed"),
+    (3, 3, 4, 1, "fixed"),
+    (4, 4, 4, 1, "fixed"),   # SPIN: past 3 GB at about 180 s
+    (8, 16, 8, 1, "fixed"),  # SPIN: past 3 GB at about 110 s
+    (1, 1, 1, 2, "fixed"),   # two epilogue warpgroups: the only size SPIN finishes (1/1/2, 2/1/2 run out of 3 GB)
+    (4, 4, 4, 2, "fixed"),
+    (3, 3, 4, 1, "early_acc_release"),
+    (8, 16, 8, 1, "early_acc_release"),
+    (4, 4, 4, 2, "early_acc_release"),
+    (3, 3, 4, 1, "no_store_drain"),
+    (8, 16, 8, 1, "no_store_drain"),
+    (4, 4, 4, 2, "no_store_drain"),
+]
+UMMA_QUICK = [r for r in UMMA_ROWS if r[:4] in ((2, 2, 2, 1), (3, 3, 4, 1), (1, 1, 1, 2))]
+UMMA_MEMLIM_MB = 3072  # pan -DMEMLIM on the umma rows, as on the pingpong rows
+UMMA_TIMEOUT_S = 120.0  # SPIN's time cap per umma row: keeps the family near 15 minutes on the 2-core machine
+UMMA_SPECS = {"fixed": "umma_fixed", "early_acc_release": "umma_bug_early_acc_release",
+              "no_store_drain": "umma_bug_no_store_drain"}
 
 
 def ensure_spin() -> None:
@@ -227,25 +254,43 @@ def ring_table(args: argparse.Namespace) -> None:
           "bound (marked), and its state count is a lower bound of SPIN's state space.")
 
 
-def pingpong_table(args: argparse.Namespace) -> None:
-    """The pingpong family's table: the same columns as the ring's, S/K/T for S/K/C."""
-    rows = PINGPONG_QUICK if args.quick else PINGPONG_ROWS
-    memlim = args.pingpong_memlim
-    print(f"pingpong family (benchmarks/specs/pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py): "
-          f"SPIN capped at {args.timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
-          f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
+def pingpong_table(args: argparse.Namespace, family: str = "pingpong") -> None:
+    """The pingpong family's table: the same columns as the ring's, S/K/T for S/K/C.
+
+    family "umma": the same table for the umma family (S/K/T/EPI, umma_model, benchmarks/specs/umma_*.pipe)."""
+    if family == "umma":
+        rows = UMMA_QUICK if args.quick else UMMA_ROWS
+        memlim, spin_timeout, label, key = args.umma_memlim, args.umma_timeout, "S/K/T/EPI", "umma"
+        print(f"umma family (benchmarks/specs/umma_*.pipe; umma_model in benchmarks/spin/promela.py; ACC_STAGES=2): "
+              f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
+              f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
+    else:
+        rows = PINGPONG_QUICK if args.quick else PINGPONG_ROWS
+        memlim, spin_timeout, label, key = args.pingpong_memlim, args.timeout, "S/K/T", "pingpong"
+        print(f"pingpong family (benchmarks/specs/pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py): "
+              f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
+              f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
     print()
-    head = ("| S/K/T | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
+    head = (f"| {label} | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
             " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s | pipecheck s, defaults"
             " | its ratio |")
     print(head)
     print("|" + "---|" * 15)
     notes = []
-    for s, k, t, variant in rows:
+    for row in rows:
+        if key == "umma":
+            s, k, t, e, variant = row
+            model = umma_model(s, k, t, variant, epi=e)
+            spec = HERE / "specs" / f"{UMMA_SPECS[variant]}.pipe"
+            defines = ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}", "-D", f"EPI={e}"]
+        else:
+            s, k, t, variant = row
+            model = pingpong_model(s, k, t, variant)
+            spec = HERE / "specs" / f"{PINGPONG_SPECS[variant]}.pipe"
+            defines = ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}"]
+        size = "/".join(str(x) for x in row[:-1])
         with tempfile.TemporaryDirectory() as tmp:
-            spin = run_spin(pingpong_model(s, k, t, variant), Path(tmp), args.timeout, memlim_mb=memlim)
-        spec = HERE / "specs" / f"{PINGPONG_SPECS[variant]}.pipe"
-        defines = ["-D", f"STAGES={s}", "-D", f"K_TILES={k}", "-D", f"TILES={t}"]
+            spin = run_spin(model, Path(tmp), spin_timeout, memlim_mb=memlim)
         bounds = ["--timeout", str(args.pc_timeout), "--max-states", str(args.pc_max_states)]
         # a bug row stops at the first counterexample, as pan does (--cause-budget 0); the last two columns are the
         # run at the defaults, which goes on for 2,000 states past it to lead with the cause and list what follows
@@ -256,7 +301,7 @@ def pingpong_table(args: argparse.Namespace) -> None:
         pc_done = pc["verdict"] != "timeout" and pc.get("stopped") is None
         spin_verdict = spin_code(spin)
         if spin["verdict"] == "timeout":
-            spin_verdict += f" (> {args.timeout:.0f} s)"
+            spin_verdict += f" (> {spin_timeout:.0f} s)"
         elif spin["verdict"] == "out-of-memory":
             spin_verdict += f" ({memlim} MB)"
         pc_verdict = pc["verdict"] + (f" ({pc['stopped']})" if pc.get("stopped") else "")
@@ -264,7 +309,7 @@ def pingpong_table(args: argparse.Namespace) -> None:
             pc_verdict += f" (static: {', '.join(pc['static'])})"
         mark = {(True, True): "", (False, True): " (bound)", (True, False): " (lower bound)",
                 (False, False): " (neither finished)"}[(spin_done, pc_done)]
-        print(f"| {s}/{k}/{t} | {variant} | {spin_verdict} | {pc_verdict} | {fmt(spin['states'], ',')} | "
+        print(f"| {size} | {variant} | {spin_verdict} | {pc_verdict} | {fmt(spin['states'], ',')} | "
               f"{fmt(pc['states'], ',')} | {fmt(spin['total_s'], '.2f')} | {fmt(pc['wall_s'], '.2f')} | "
               f"{fmt(spin['peak_rss_mb'], ',.0f')} | {fmt(pc['peak_mb'], ',.0f')} | "
               f"{ratio(pc['wall_s'], spin['total_s'])}{mark} | "
@@ -272,9 +317,9 @@ def pingpong_table(args: argparse.Namespace) -> None:
               f"{fmt(pc['states'] / pc['wall_s'] if pc['states'] else None, ',.0f')} | "
               f"{fmt(full['wall_s'], '.2f')} | {ratio(full['wall_s'], spin['total_s'])}{mark} |", flush=True)
         if full["verdict"] != pc["verdict"]:
-            notes.append(f"{s}/{k}/{t} {variant}: pipecheck at the defaults said {full['verdict']}")
+            notes.append(f"{size} {variant}: pipecheck at the defaults said {full['verdict']}")
         if spin["error"]:
-            notes.append(f"{s}/{k}/{t} {variant}: pan: {spin['error']}"
+            notes.append(f"{size} {variant}: pan: {spin['error']}"
                          + (f" [{spin['assertion']}]" if spin.get("assertion") else ""))
     print()
     print("Times are whole processes (interpreter start, parse, every configuration, report). SPIN's verdict names "
@@ -292,8 +337,8 @@ def pingpong_table(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=("ring", "pingpong", "all"), default="all",
-                    help="which family's table (default all: the ring's, then the pingpong's)")
+    ap.add_argument("--family", choices=("ring", "pingpong", "umma", "all"), default="all",
+                    help="which family's table (default all: the ring's, the pingpong's, then the umma's)")
     ap.add_argument("--quick", action="store_true", help="only the small rows")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
     ap.add_argument("--pc-timeout", type=float, default=900.0,
@@ -302,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="pingpong: pipecheck --max-states per row (default 2000000, pipecheck's own default)")
     ap.add_argument("--pingpong-memlim", type=int, default=PINGPONG_MEMLIM_MB,
                     help=f"pingpong: SPIN's memory cap in MB, pan -DMEMLIM (default {PINGPONG_MEMLIM_MB})")
+    ap.add_argument("--umma-memlim", type=int, default=UMMA_MEMLIM_MB,
+                    help=f"umma: SPIN's memory cap in MB, pan -DMEMLIM (default {UMMA_MEMLIM_MB})")
+    ap.add_argument("--umma-timeout", type=float, default=UMMA_TIMEOUT_S,
+                    help=f"umma: seconds per SPIN row (default {UMMA_TIMEOUT_S:.0f}; --timeout is the other families')")
     ap.add_argument("--reductions", action="store_true", help="also time pipecheck with each reduction off")
     ap.add_argument("--only-reductions", action="store_true", help="only the reductions table (no SPIN)")
     ap.add_argument("--reduction-row", default="4/8/2", help="S/K/C of the reductions table (default 4/8/2)")
@@ -321,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_spin()
     print(f"machine: {machine()}")
     print(f"python {platform.python_version()}; SPIN: spin -a, gcc -O2 -DSAFETY, pan with partial-order reduction;"
-          f" SPIN capped at {args.timeout:.0f} s per row")
+          f" SPIN capped at {args.umma_timeout if args.family == 'umma' else args.timeout:.0f} s per row")
     print()
     if args.family in ("ring", "all"):
         ring_table(args)
@@ -333,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.family == "all":
             print()
         pingpong_table(args)
+    if args.family in ("umma", "all"):
+        if args.family == "all":
+            print()
+        pingpong_table(args, "umma")
     return 0
 
 

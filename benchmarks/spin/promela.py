@@ -8,6 +8,9 @@ full/empty mbarriers, `k_tiles` iterations), in the variant `"fixed"`
 `pingpong_model(stages, k_tiles, tiles, variant)` returns the Promela text of the CUTLASS
 SM90 pingpong kernel of benchmarks/specs/pingpong_*.pipe (variant `"fixed"`,
 `"release_before_read"` or `"no_store_drain"`); its section below says how it is built.
+`umma_model(stages, k_tiles, tiles, variant, acc_stages=2, epi=1)` returns the Promela text
+of the Blackwell SM100 UMMA GEMM of benchmarks/specs/umma_*.pipe (variant `"fixed"`,
+`"early_acc_release"` or `"no_store_drain"`); its section below says how it is built.
 The rest of this docstring is about the ring.
 
 The model mirrors pipecheck's semantics (SEMANTICS.md sections 1-3) at pipecheck's thread
@@ -514,15 +517,262 @@ init {{
 """
 
 
+
+# ---------------------------------------------------------------- the umma family
+#
+# umma_model(stages, k_tiles, tiles, variant, acc_stages=2, epi=1): benchmarks/specs/umma_<variant>.pipe
+# (variant "fixed" = umma_fixed.pipe, "early_acc_release" = umma_bug_early_acc_release.pipe,
+# "no_store_drain" = umma_bug_no_store_drain.pipe): a Blackwell SM100 UMMA GEMM, 1-CTA, at the
+# same abstraction as the pingpong model:
+#
+# - P: the producer warp's elected lane (the other 31 lanes do nothing; the election is
+#   unobservable, no process). Per k-tile: wait empty, arrive.expect_tx on full (A + B bytes),
+#   the A load issue, the B load issue; then producer_tail's S waits on empty.
+# - M: the MMA warp's elected lane. Per work tile (unrolled): wait acc_empty[a]; per k-tile
+#   wait full, tcgen05.mma (issue), tcgen05.commit to empty; after the last k-tile
+#   tcgen05.commit to acc_full[a]; then the acc producer_tail (a wait on every acc stage).
+#   tcgen05.mma is asynchronous: an issued MMA reads its A/B stage until it completes and then
+#   writes ACC[a]; the thread's MMAs complete in issue order (mi issued, md completed, globals:
+#   the in-flight MMAs are numbers md .. mi - 1). A tcgen05.commit is a pending arrival that
+#   fires once every MMA issued before it completed (md >= the issue count at the commit).
+# - E<g>S / E<g>N: the four warps of epilogue warpgroup g, each one process (32 lanes together),
+#   as in the pingpong model: E<g>S is warp 0 (the store issuer: the store pipeline's acquire,
+#   the TMA store, the store_tail), E<g>N a warp of warps 1..3 (three processes). acc_empty
+#   counts 128 * EPI threads = 4 * EPI warp arrivals. Work tiles unrolled.
+# - X: the asynchronous units: an A or B load lands (overwrite check against the in-flight MMAs
+#   reading the stage; the tag; complete_tx), the oldest MMA completes (writes its tile into
+#   ACC), a pending tcgen05.commit fires (any ready one, in any order), warpgroup g's oldest TMA
+#   store finishes reading D.
+#
+# empty[] and acc_full[] have count 1 and no tx: their pending count is 1 before every arrival
+# (no arrive-fault is possible), so only their phase parity is kept. bar.sync 1 + g, 128 as in
+# the pingpong model (generation bit per warpgroup; exact, every warp of the warpgroup takes
+# part in every generation). fence.proxy.async and commit_group are fused into the D write and
+# the store issue.
+
+UMMA_VARIANTS = ("fixed", "early_acc_release", "no_store_drain")
+UMMA_BYTES_A = 8192   # 128x64 fp8 A k-tile (benchmarks/specs/umma_*.pipe)
+UMMA_BYTES_B = 8192   # 128x64 fp8 B k-tile
+UMMA_D_STAGES = 2     # D buffers per epilogue warpgroup (the specs' const D_STAGES)
+
+
+def _umma_mma(tiles: int, acc_stages: int) -> str:
+    """The MMA warp's elected lane: its work tiles unrolled, the K loop a do-loop over k."""
+    out = ["proctype M() {                      /* MMA warp: the elected lane */",
+           "  byte k;"]
+    for t in range(tiles):
+        a, ph = t % acc_stages, (1 + t // acc_stages) % 2
+        out += [
+            f"  /* work tile {t}: ACC[{a}] */",
+            f"  aeph[{a}] != {ph};                     /* wait acc_empty[{a}] parity {ph} (acc producer_acquire) */",
+            "  do",
+            "  :: k < K && fph[MIDX] != MPAR ->     /* wait full[rd.index] parity rd.phase */",
+            "     d_step {                          /* mma_async A/B[rd.index] tile mi into ACC: issue */",
+            "       assert(tagA[MIDX] >= mi + 1 && tagB[MIDX] >= mi + 1);  /* stale-read: k-tile mi not landed */",
+            "       assert(tagA[MIDX] <= mi + 1 && tagB[MIDX] <= mi + 1);  /* overwrite: a later k-tile landed */",
+            "       assert(ldA[MIDX] == 0 && ldB[MIDX] == 0);  /* overwrite: a load into the stage is in flight */",
+            f"       sin[MIDX]++; ain[{a}]++; mi++",
+            "     };",
+            "     d_step {                          /* mma_commit empty[rd.index]; advance rd */",
+            "       assert(ec[(mi - 1) % S] == 0);  /* model capacity: one commit owed per stage */",
+            "       ec[(mi - 1) % S] = mi + 1; k++",
+            "     }",
+            f"  :: d_step {{ k == K ->                /* mma_commit acc_full[{a}]; advance acc */",
+            f"       assert(afc[{a}] == 0);          /* model capacity: one commit owed per acc stage */",
+            f"       afc[{a}] = mi + 1; k = 0 }}; break",
+            "  od;",
+        ]
+    tail = [f"  aeph[{(tiles + s) % acc_stages}] != {(1 + (tiles + s) // acc_stages) % 2}"
+            for s in range(acc_stages)]
+    out.append(";\n".join(tail) + "                 /* acc producer_tail: wait every acc stage */")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _umma_epi_warp(name: str, g: int, store_warp: bool, tiles: int, acc_stages: int, variant: str) -> str:
+    """One warp of epilogue warpgroup g: its work tiles, unrolled."""
+    what = "warp 0 (issue_tma_store)" if store_warp else "one of warps 1..3"
+    ds = UMMA_D_STAGES
+    out = [f"proctype {name}() {{                 /* epilogue warpgroup {g}: {what} */",
+           f"  bit gen;                            /* bar.sync {1 + g}: the generation this warp arrived in */"]
+    for t in range(tiles):
+        a, ph, j = t % acc_stages, (t // acc_stages) % 2, t % ds
+        out.append(f"  /* work tile {t}: ACC[{a}], D[{g}][{j}] */")
+        if t > 0 and not store_warp:
+            out.append(f"  d_step {{ nbg[{g}] != gen && afph[{a}] != {ph} -> gen = 0 }};  "
+                       f"/* bar.sync passed; wait acc_full[{a}] parity {ph} */")
+        else:
+            out.append(f"  afph[{a}] != {ph};                     /* wait acc_full[{a}] parity {ph} (acc consumer_wait) */")
+        read = (f"  d_step {{                            /* read ACC[{a}] tile {t}: tcgen05.ld + tcgen05.wait::ld */\n"
+                f"    assert(acct[{a}] >= {t + 1});         /* stale-read: tile {t} not in ACC[{a}] yet */\n"
+                f"    assert(acct[{a}] <= {t + 1});         /* overwrite: a later tile's MMA already wrote ACC[{a}] */\n"
+                f"    assert(ain[{a}] == 0)              /* overwrite: an MMA still writes ACC[{a}] */\n"
+                "  };")
+        release = (f"  d_step {{                            /* arrive acc_empty[{a}] (acc consumer_release) */\n"
+                   f"    assert(aepend[{a}] > 0);           /* arrive-fault */\n"
+                   f"    aepend[{a}]--;\n"
+                   f"    if :: aepend[{a}] == 0 -> aeph[{a}] = 1 - aeph[{a}]; aepend[{a}] = AEC :: else -> skip fi\n"
+                   "  };")
+        if variant == "early_acc_release":
+            out += [release.replace("(acc consumer_release)", "BUG: before the read"), read]
+        else:
+            out += [read, release]
+        if store_warp:
+            if variant == "no_store_drain":
+                out.append("  /* BUG: no store producer_acquire (wait_group.read DS - 1) */")
+            else:
+                out.append(f"  sr[{g}] < DS;                         /* store producer_acquire: wait_group.read DS - 1 */")
+        out += [
+            f"  bar_arrive({g});                      /* bar.sync {1 + g}, 128 */",
+            f"  d_step {{ nbg[{g}] != gen -> gen = 0;  /* write D[{g}][{j}] tile {t}; fence.proxy.async */",
+            f"    assert(sr[{g}] < DS)                /* store-reuse: an earlier tile's TMA store still reads D[{g}][{j}] */",
+            "  };",
+            f"  bar_arrive({g});                      /* bar.sync {1 + g}, 128 */",
+        ]
+        if store_warp:
+            out.append(f"  d_step {{ nbg[{g}] != gen -> gen = 0; sr[{g}]++ }};  /* tma_store D[{g}][{j}] tile {t}; commit_group */")
+    if store_warp:
+        out.append(f"  sr[{g}] == 0                         /* store_tail: wait_group.read 0 */")
+    else:
+        out[-1] = out[-1].rstrip(";").replace(f"bar_arrive({g});", f"bar_arrive({g}) ")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def umma_model(stages: int, k_tiles: int, tiles: int, variant: str, acc_stages: int = 2, epi: int = 1) -> str:
+    """Return the Promela text of the SM100 UMMA GEMM (benchmarks/specs/umma_*.pipe)."""
+    if variant not in UMMA_VARIANTS:
+        raise ValueError(f"variant must be one of {UMMA_VARIANTS}, not {variant!r}")
+    for name, value in (("stages", stages), ("k_tiles", k_tiles), ("tiles", tiles)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, not {value}")
+    if acc_stages not in (1, 2) or epi not in (1, 2):
+        raise ValueError("acc_stages and epi must be 1 or 2")
+    if tiles * k_tiles + stages > 254:
+        raise ValueError("tiles * k_tiles + stages must stay below 255 (byte counters and tags)")
+    s, k_n, t_n, a_n, e_n = stages, k_tiles, tiles, acc_stages, epi
+
+    events = []
+    for i in range(s):
+        for buf, nbytes in (("A", "BYTES_A"), ("B", "BYTES_B")):
+            events.append(
+                f"  :: d_step {{ ld{buf}[{i}] != 0 ->        /* the TMA load into {buf}[{i}] lands */\n"
+                f"       assert(sin[{i}] == 0);         /* overwrite: an MMA is reading {buf}[{i}] */\n"
+                f"       tag{buf}[{i}] = ld{buf}[{i}]; ld{buf}[{i}] = 0;\n"
+                f"       ftx[{i}] = ftx[{i}] - {nbytes};  /* complete_tx on full[{i}] */\n"
+                f"       {_full_complete(str(i))} }}")
+    events.append("  :: d_step { md < mi ->              /* the oldest MMA completes: writes its tile into ACC */\n"
+                  "       sin[md % S]--; ain[(md / K) % AS]--; acct[(md / K) % AS] = md / K + 1; md++ }")
+    for i in range(s):
+        events.append(f"  :: d_step {{ ec[{i}] != 0 && md + 1 >= ec[{i}] -> eph[{i}] = 1 - eph[{i}]; ec[{i}] = 0 }}"
+                      f"  /* tcgen05.commit arrives on empty[{i}] */")
+    for a in range(a_n):
+        events.append(f"  :: d_step {{ afc[{a}] != 0 && md + 1 >= afc[{a}] -> afph[{a}] = 1 - afph[{a}]; afc[{a}] = 0 }}"
+                      f"  /* tcgen05.commit arrives on acc_full[{a}] */")
+    for g in range(e_n):
+        events.append(f"  :: d_step {{ sr[{g}] != 0 -> sr[{g}]-- }}"
+                      f"  /* epilogue warpgroup {g}'s oldest TMA store has read D */")
+
+    warps, spawn = [], []
+    for g in range(e_n):
+        warps.append(_umma_epi_warp(f"E{g}S", g, True, t_n, a_n, variant))
+        warps.append(_umma_epi_warp(f"E{g}N", g, False, t_n, a_n, variant))
+        spawn.append(f"  run E{g}S(); run E{g}N(); run E{g}N(); run E{g}N();")
+
+    return f"""\
+/* pipecheck benchmark: SM100 UMMA GEMM, STAGES={s} K_TILES={k_n} TILES={t_n} ACC_STAGES={a_n} EPI={e_n}, variant {variant} */
+#define S       {s}
+#define K       {k_n}
+#define T       {t_n}
+#define AS      {a_n}
+#define E       {e_n}
+#define DS      {UMMA_D_STAGES}
+#define AEC     {4 * e_n}               /* acc_empty: 128 * EPI threads = 4 * EPI warp arrivals */
+#define BYTES_A {UMMA_BYTES_A}
+#define BYTES_B {UMMA_BYTES_B}
+#define IDX     (c % S)          /* the producer ring's index at count c */
+#define PAR     ((c / S) % 2)    /* the consumer phase at count c; the producer's is 1 - PAR */
+#define MIDX    (mi % S)         /* the MMA lane's rd.index: mi = t * K + k */
+#define MPAR    ((mi / S) % 2)   /* its rd.phase */
+
+bit   fph[S];        /* full[i]: completed phases mod 2 (all that `wait parity` reads) */
+bit   fpend[S] = 1;  /* full[i]: pending arrivals; expected = 1 */
+short ftx[S];        /* full[i]: tx bytes still owed, signed */
+bit   eph[S];        /* empty[i]: completed phases mod 2 (count 1, no tx: pending is always 1) */
+bit   afph[AS];      /* acc_full[a]: completed phases mod 2 (count 1, no tx) */
+bit   aeph[AS];      /* acc_empty[a]: completed phases mod 2 */
+byte  aepend[AS] = AEC;  /* acc_empty[a]: pending arrivals in warps */
+byte  tagA[S];       /* A[i]: k-tile + 1 of the data in the buffer, 0 = never loaded */
+byte  tagB[S];
+byte  ldA[S];        /* the TMA load into A[i] in flight: k-tile + 1, 0 = none */
+byte  ldB[S];
+byte  mi;            /* tcgen05.mma issued by the MMA lane (in order: k-tile numbers t * K + k) */
+byte  md;            /* of those, completed (they complete in issue order) */
+byte  sin[S];        /* in-flight MMAs reading A/B[i] (a function of mi, md) */
+byte  ain[AS];       /* in-flight MMAs writing ACC[a] (a function of mi, md) */
+byte  acct[AS];      /* ACC[a]: tile + 1 the last completed MMA wrote, 0 = none */
+byte  ec[S];         /* tcgen05.commit owed to empty[i]: fires once md + 1 >= ec; 0 = none */
+byte  afc[AS];       /* tcgen05.commit owed to acc_full[a]: the same */
+byte  sr[E];         /* epilogue warpgroup g: its TMA stores still reading D (finish in commit order) */
+byte  nbc[E];        /* named barrier 1 + g: warps arrived in this generation */
+bit   nbg[E];        /* named barrier 1 + g: completed generations mod 2 */
+
+proctype P() {{                        /* producer warp: the elected lane */
+  byte c;                             /* mainloop producer count: t * K + k */
+  do
+  :: c < T * K && eph[IDX] != 1 - PAR ->  /* producer_acquire: wait empty[idx] parity phase */
+     d_step {{                         /* arrive full[idx] expect_tx BYTES_A + BYTES_B */
+       ftx[IDX] = ftx[IDX] + BYTES_A + BYTES_B;
+       assert(fpend[IDX] > 0);        /* arrive-fault */
+       fpend[IDX] = fpend[IDX] - 1;
+       {_full_complete('IDX')}
+     }};
+     d_step {{ assert(ldA[IDX] == 0); ldA[IDX] = c + 1 }};      /* tma_load A[idx] tile c (issue) */
+     d_step {{ assert(ldB[IDX] == 0); ldB[IDX] = c + 1; c++ }}  /* tma_load B[idx] tile c; advance */
+  :: c >= T * K && c < T * K + S - 1 && eph[IDX] != 1 - PAR -> c++  /* producer_tail: wait empty */
+  :: c == T * K + S - 1 && eph[IDX] != 1 - PAR -> break      /* producer_tail: the last wait */
+  od
+}}
+
+{_umma_mma(t_n, a_n)}
+/* bar.sync 1 + g, 128, the arrival: the fourth warp completes the generation. The warp then
+   waits for its generation to complete (nbg[g] != gen) as the guard of its next step. */
+inline bar_arrive(g) {{
+  d_step {{ gen = nbg[g]; nbc[g]++; if :: nbc[g] == 4 -> nbc[g] = 0; nbg[g] = 1 - nbg[g] :: else -> skip fi }}
+}}
+
+{chr(10).join(warps)}
+proctype X() {{                        /* asynchronous units: TMA loads, tcgen05.mma, commits, TMA stores */
+end:
+  do
+{chr(10).join(events)}
+  od
+}}
+
+init {{
+  atomic {{
+  run X();
+  run P();
+  run M();
+{chr(10).join(spawn)}
+  }}
+}}
+"""
+
 if __name__ == "__main__":
     import sys
 
     argv = sys.argv[1:]
     if len(argv) == 5 and argv[0] == "pingpong" and argv[4] in PINGPONG_VARIANTS:
         sys.stdout.write(pingpong_model(int(argv[1]), int(argv[2]), int(argv[3]), argv[4]))
+    elif len(argv) in (5, 7) and argv[0] == "umma" and argv[4] in UMMA_VARIANTS:
+        extra = (int(argv[5]), int(argv[6])) if len(argv) == 7 else ()
+        sys.stdout.write(umma_model(int(argv[1]), int(argv[2]), int(argv[3]), argv[4], *extra))
     elif len(argv) == 4 and argv[3] in VARIANTS:
         sys.stdout.write(ring_model(int(argv[0]), int(argv[1]), int(argv[2]), argv[3]))
     else:
         sys.exit("usage: python3.11 promela.py STAGES K_TILES CONSUMERS fixed|bug3722\n"
                  "       python3.11 promela.py pingpong STAGES K_TILES TILES "
-                 "fixed|release_before_read|no_store_drain")
+                 "fixed|release_before_read|no_store_drain\n"
+                 "       python3.11 promela.py umma STAGES K_TILES TILES "
+                 "fixed|early_acc_release|no_store_drain [ACC_STAGES EPI]")
