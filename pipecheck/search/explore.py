@@ -105,7 +105,8 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     past it (`after_first`).
 
     A system with `expand(state, order) -> (successors, their order, note)` (the reduction, por.py) is handed with
-    each state the order its expansion returned for the state it was reached from, and `count(note)` for each state
+    each state the order its expansion returned for the state it was reached from (one for all its successors, or a
+    dict of them by action), and `count(note)` for each state
     expanded. `children`: once the search has run `SPREAD_AFTER` seconds, that many forked processes work out the
     expansions (pool.py); the search is the same, state for state. `on_long` (seconds, call): the call is made once
     when the search has run that long without a finding, and without a frontier wide enough for the pool to share
@@ -157,14 +158,14 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                             found[f.key] = Found(f, _path(parents, sid) + (action,), False, first_at is not None)
                     if not limits.past_findings and first_at is None:
                         if limits.after_first:
-                            held.append((sid, action, nxt, d + 1, order))
+                            held.append((sid, action, nxt, d + 1, order[action] if type(order) is dict else order))
                         continue
                 k = key(nxt) if key is not None else nxt
                 if k not in index:
                     nid = len(parents)
                     index[k] = nid
                     parents.append((sid, action))
-                    frontier.append((nxt, nid, d + 1, order))
+                    frontier.append((nxt, nid, d + 1, order[action] if type(order) is dict else order))
             if long_at is not None and len(frontier) >= wide:
                 long_at = None
             if limits.stop_at_first and found:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..model import semantics as S
 from ..model.compiled import compile_ref
 from ..model.ir import (COLL, INIT, INVAL, ARRIVE, ARRIVE_DROP, COMPLETE_TX, CP_ASYNC_ARRIVE, END, EXPECT_TX, LOCAL_OPS, MMA_COMMIT,
-                        TMA_LOAD, WRITE, EvalError, RConst)
+                        WRITE, EvalError, RConst)
 from .chains import follow
 from .por import NEVER, Op, Process, Shape, plan_of, shape_of
 
@@ -28,6 +28,18 @@ _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operation
 _STAND_IN = Op(())
 _OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory stays bounded)
 
+
+def _elements(indices: tuple, dims: tuple[int, ...]) -> list[int]:
+    """The flat offsets (within its array) a reference with these indices may name: per index, its value where it is
+    a constant in range, else every value of its dimension (the whole array once a constant is out of range: the
+    statement raises where it runs)."""
+    if len(indices) != len(dims) or any(isinstance(i, RConst) and not 0 <= i.value < d for i, d in zip(indices, dims)):
+        return list(range(math.prod(dims)))
+    flats = [0]
+    for i, d in zip(indices, dims):
+        vals = (i.value,) if isinstance(i, RConst) else range(d)
+        flats = [f * d + v for f in flats for v in vals]
+    return flats
 
 class Footprints:
     def __init__(self, model: "Model"):
@@ -66,7 +78,8 @@ class Footprints:
         return follow(self.m, self.op, s, move, tuple((k[1], k[2]) for k in keys), commutes)
 
     def _written(self, c: int) -> tuple[int, ...]:
-        """The buffers class c may write with ordinary stores (an index it computes: the whole array)."""
+        """The buffers class c may write with ordinary stores: per index of each write's reference, the value where
+        it is a constant of the class (`D[instance][st.index]` of one role instance), else the whole dimension."""
         lay = self.m.layout
         cta = self.m.classes[c].cta
         out: set[int] = set()
@@ -74,13 +87,16 @@ class Footprints:
             if ins.op is not WRITE:
                 continue
             ref = ins.args[0]
+            base, dims = lay.buf_base[ref.name]
+            if ref.cta is None:
+                out.update(cta * lay.nbuf + base + f for f in _elements(ref.indices, dims))
+                continue
             if all(isinstance(i, RConst) for i in ref.indices):
                 try:  # the element the model's own reference resolves to (an out-of-range one raises)
                     out.add(compile_ref(lay, ref, -1, False)((), cta))
                     continue
                 except EvalError:
                     pass
-            base, dims = lay.buf_base[ref.name]
             out.update(cta * lay.nbuf + base + f for f in range(math.prod(dims)))
         return tuple(sorted(out))
 
@@ -112,21 +128,17 @@ class Footprints:
         tx-count otherwise; 0 when unknown. Then a phase that still owes an arrival cannot complete
         before that many bytes more land in it (it completes at tx 0; PTX 9.7.13.15).
 
-        Kept only for barriers that multicast loads or loads into a peer (`on cta r`) complete on,
-        where a phase's bytes come from several CTAs' copies: there the reduction must not let a consumer pass on its own CTA's bytes
-        alone. Elsewhere any landing may complete the phase as far as the reduction knows, which
-        measured better (the precise need changes which persistent sets are found first: #3722 381
-        -> 1,077 states, pingpong 3,376 -> 8,402)."""
+        A wait on such a barrier needs those bytes, not just a landing: with one of a stage's two copies (A and B)
+        frozen, the other cannot let the consumer through in a walk. Session 25 applied it to every barrier (it was
+        kept to barriers that multicast loads complete on, as it had cost states elsewhere with the closure of that
+        time: #3722 381 -> 1,077, pingpong 3,376 -> 8,402); with today's it takes pingpong 7/15/8 to a path."""
         m = self.m
         lay = m.layout
         least: dict[str, int] = {}
         unknown: set[str] = set()
-        multicast: set[str] = set()
         for cl in m.classes:
             for ins in cl.program.instrs:
-                if ins.op is TMA_LOAD and (ins.args[4] is not None or ins.args[3].cta is not None):
-                    multicast.add(ins.args[3].name)  # a peer's copies complete on it too (multicast, `on cta`)
-                elif ins.op in (ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, MMA_COMMIT, CP_ASYNC_ARRIVE):
+                if ins.op in (ARRIVE_DROP, EXPECT_TX, COMPLETE_TX, MMA_COMMIT, CP_ASYNC_ARRIVE):
                     unknown.add(ins.args[0].name)
                 elif ins.op is ARRIVE:
                     tx = ins.args[2]
@@ -138,7 +150,7 @@ class Footprints:
         if m.uses_init:  # a re-init may give the memory another count: keep to the arrivals
             return out
         for name, (base, dims) in lay.bar_base.items():
-            if name in unknown or name not in least or name not in multicast:
+            if name in unknown or name not in least:
                 continue
             for k in range(lay.ncta):
                 for off in range(math.prod(dims)):

@@ -889,8 +889,12 @@ class Reduced:
         self.count(note)
         return succ
 
-    def expand(self, state: Any, recent: tuple = ()) -> tuple[list, tuple, tuple]:
+    def expand(self, state: Any, recent: tuple = ()) -> tuple[list, tuple | dict, tuple]:
         """(The successors offered in `state`, the seed order its successors inherit, what to `count` of it.)
+
+        The seed order is one tuple for every successor, or, where several processes were offered, a dict from each
+        successor's action to its own: the other processes offered come first there (a diamond closes where they are
+        alone persistent in both branches, instead of the branches running on apart).
 
         `recent` is the seed order reached with the state (`persistent`): the processes that were alone persistent
         on the way here, the latest first. The successors are a function of the state and `recent` alone, so a
@@ -922,6 +926,17 @@ class Reduced:
             else:
                 note = (None,)
         succ = [x for _, made in moves for x in (made() if callable(made) else made)]
+        offered = sorted({process_of(a) for a, _, _ in succ}, key=repr)
+        if len(offered) > 1:
+            # several processes offered: the successor by one of them tries the others first, so that each branch
+            # takes the others' moves next where they are alone persistent, and the branches meet again (a diamond)
+            # instead of running on apart; any seed order gives a persistent set
+            orders = {}
+            for a, _, _ in succ:
+                mine = process_of(a)
+                first = tuple(k for k in offered if k != mine)[:_RECENT]
+                orders[a] = first + tuple(k for k in recent[:_RECENT - len(first)] if k not in first)
+            return (succ if self._canon is None else self._canon(succ)), orders, note
         if t is not None and self._chain is not None and len(succ) == 1:
             move = self._run(state, succ[0], seen[0], process_of(succ[0][0]), frozenset(t), budgets)
             if move is not succ[0]:
