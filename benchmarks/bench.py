@@ -21,6 +21,7 @@ work tiles, 2 TMEM accumulator stages); variants fixed, early_acc_release, no_st
     python benchmarks/bench.py --family pingpong --timeout 600 --pc-timeout 900
     python benchmarks/bench.py --family umma    # the umma family (~15 min: SPIN capped at --umma-timeout 120 s a row)
     python benchmarks/bench.py --quick          # only the small rows
+    python benchmarks/bench.py --family umma --variant no_store_drain   # only that variant's rows
     python benchmarks/bench.py --reductions     # also pipecheck with each reduction switched off
     python benchmarks/bench.py --only-reductions --reduction-row 4/8/2   # only that table
     python benchmarks/bench.py --only-every     # --every K_TILES against ordinary runs at K = 16, 32, 64
@@ -260,12 +261,16 @@ def pingpong_table(args: argparse.Namespace, family: str = "pingpong") -> None:
     family "umma": the same table for the umma family (S/K/T/EPI, umma_model, benchmarks/specs/umma_*.pipe)."""
     if family == "umma":
         rows = UMMA_QUICK if args.quick else UMMA_ROWS
+        if args.variant:
+            rows = [r for r in rows if r[-1] in args.variant]
         memlim, spin_timeout, label, key = args.umma_memlim, args.umma_timeout, "S/K/T/EPI", "umma"
         print(f"umma family (benchmarks/specs/umma_*.pipe; umma_model in benchmarks/spin/promela.py; ACC_STAGES=2): "
               f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
               f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
     else:
         rows = PINGPONG_QUICK if args.quick else PINGPONG_ROWS
+        if args.variant:
+            rows = [r for r in rows if r[-1] in args.variant]
         memlim, spin_timeout, label, key = args.pingpong_memlim, args.timeout, "S/K/T", "pingpong"
         print(f"pingpong family (benchmarks/specs/pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py): "
               f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
@@ -340,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", choices=("ring", "pingpong", "umma", "all"), default="all",
                     help="which family's table (default all: the ring's, the pingpong's, then the umma's)")
     ap.add_argument("--quick", action="store_true", help="only the small rows")
+    ap.add_argument("--variant", action="append", help="the pingpong and umma tables: only the rows of this variant "
+                    "(fixed, release_before_read, no_store_drain, early_acc_release; may be given again)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per SPIN row (default 300)")
     ap.add_argument("--pc-timeout", type=float, default=900.0,
                     help="pingpong: pipecheck --timeout per row, seconds (default 900)")
