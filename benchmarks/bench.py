@@ -261,20 +261,17 @@ def pingpong_table(args: argparse.Namespace, family: str = "pingpong") -> None:
     family "umma": the same table for the umma family (S/K/T/EPI, umma_model, benchmarks/specs/umma_*.pipe)."""
     if family == "umma":
         rows = UMMA_QUICK if args.quick else UMMA_ROWS
-        if args.variant:
-            rows = [r for r in rows if r[-1] in args.variant]
         memlim, spin_timeout, label, key = args.umma_memlim, args.umma_timeout, "S/K/T/EPI", "umma"
-        print(f"umma family (benchmarks/specs/umma_*.pipe; umma_model in benchmarks/spin/promela.py; ACC_STAGES=2): "
-              f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
-              f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
+        what = "umma_*.pipe; umma_model in benchmarks/spin/promela.py; ACC_STAGES=2"
     else:
         rows = PINGPONG_QUICK if args.quick else PINGPONG_ROWS
-        if args.variant:
-            rows = [r for r in rows if r[-1] in args.variant]
         memlim, spin_timeout, label, key = args.pingpong_memlim, args.timeout, "S/K/T", "pingpong"
-        print(f"pingpong family (benchmarks/specs/pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py): "
-              f"SPIN capped at {spin_timeout:.0f} s and {memlim} MB (pan -DMEMLIM={memlim}) per row; pipecheck at "
-              f"--timeout {args.pc_timeout:.0f} --max-states {args.pc_max_states}")
+        what = "pingpong_*.pipe; pingpong_model in benchmarks/spin/promela.py"
+    if args.variant:
+        rows = [r for r in rows if r[-1] in args.variant]
+    print(f"{key} family (benchmarks/specs/{what}): SPIN capped at {spin_timeout:.0f} s and {memlim} MB "
+          f"(pan -DMEMLIM={memlim}) per row; pipecheck at --timeout {args.pc_timeout:.0f} --max-states "
+          f"{args.pc_max_states}")
     print()
     head = (f"| {label} | model | SPIN verdict | pipecheck verdict | SPIN states | pipecheck states | SPIN s | pipecheck s"
             " | SPIN MB | pipecheck MB | time ratio | states ratio | pipecheck states/s | pipecheck s, defaults"

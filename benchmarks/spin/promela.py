@@ -337,6 +337,30 @@ inline bar_arrive() {
 """
 
 
+def _tma_producer(who: str, count: str, tail: str) -> str:
+    """The TMA producer warp's elected lane of the pingpong and umma models: per k-tile it waits empty[idx], arrives
+    on full[idx] with the A + B bytes and issues the two loads; then the tail waits (`tail`: CUTLASS's name for it).
+    `who` and `count` are the comments on the proctype and its counter."""
+    return f"""\
+proctype P() {{                        /* producer warp: {who} */
+  byte c;                             /* {count} */
+  do
+  :: c < T * K && eph[IDX] != 1 - PAR ->  /* producer_acquire: wait empty[idx] parity phase */
+     d_step {{                         /* arrive full[idx] expect_tx BYTES_A + BYTES_B */
+       ftx[IDX] = ftx[IDX] + BYTES_A + BYTES_B;
+       assert(fpend[IDX] > 0);        /* arrive-fault */
+       fpend[IDX] = fpend[IDX] - 1;
+       {_full_complete('IDX')}
+     }};
+     d_step {{ assert(ldA[IDX] == 0); ldA[IDX] = c + 1 }};      /* tma_load A[idx] tile c (issue) */
+     d_step {{ assert(ldB[IDX] == 0); ldB[IDX] = c + 1; c++ }}  /* tma_load B[idx] tile c; advance */
+  :: c >= T * K && c < T * K + S - 1 && eph[IDX] != 1 - PAR -> c++  /* {tail}: wait empty */
+  :: c == T * K + S - 1 && eph[IDX] != 1 - PAR -> break      /* {tail}: the last wait */
+  od
+}}
+"""
+
+
 def _pingpong_round(store_warp: bool, variant: str, last: bool) -> str:
     """One work-tile round of one consumer warp: order wait, mma(), mma_tail, the epilogue."""
     empty_prev = _warp_arrive("e", "PIDX", "consumer_release: arrive empty[rel.index]; advance rel")
@@ -481,23 +505,7 @@ byte  nbc;           /* named barrier 1: warps arrived in this generation */
 bit   nbg;           /* named barrier 1: completed generations mod 2 */
 bit   sr[2];         /* warpgroup g: its TMA store (issued by warp 0) still reads D */
 
-proctype P() {{                        /* producer warp: the elected lane, issuer and leader */
-  byte c;                             /* mainloop_pipe_producer_state.count: t * K + k */
-  do
-  :: c < T * K && eph[IDX] != 1 - PAR ->  /* producer_acquire: wait empty[idx] parity phase */
-     d_step {{                         /* arrive full[idx] expect_tx BYTES_A + BYTES_B */
-       ftx[IDX] = ftx[IDX] + BYTES_A + BYTES_B;
-       assert(fpend[IDX] > 0);        /* arrive-fault */
-       fpend[IDX] = fpend[IDX] - 1;
-       {_full_complete('IDX')}
-     }};
-     d_step {{ assert(ldA[IDX] == 0); ldA[IDX] = c + 1 }};      /* tma_load A[idx] tile c (issue) */
-     d_step {{ assert(ldB[IDX] == 0); ldB[IDX] = c + 1; c++ }}  /* tma_load B[idx] tile c; advance */
-  :: c >= T * K && c < T * K + S - 1 && eph[IDX] != 1 - PAR -> c++  /* load_tail: wait empty */
-  :: c == T * K + S - 1 && eph[IDX] != 1 - PAR -> break      /* load_tail: the last wait */
-  od
-}}
-
+{_tma_producer('the elected lane, issuer and leader', 'mainloop_pipe_producer_state.count: t * K + k', 'load_tail')}
 {_PINGPONG_COMMON}
 {chr(10).join(warps)}
 proctype X() {{                        /* asynchronous units: TMA loads, wgmma, TMA stores */
@@ -717,23 +725,7 @@ byte  sr[E];         /* epilogue warpgroup g: its TMA stores still reading D (fi
 byte  nbc[E];        /* named barrier 1 + g: warps arrived in this generation */
 bit   nbg[E];        /* named barrier 1 + g: completed generations mod 2 */
 
-proctype P() {{                        /* producer warp: the elected lane */
-  byte c;                             /* mainloop producer count: t * K + k */
-  do
-  :: c < T * K && eph[IDX] != 1 - PAR ->  /* producer_acquire: wait empty[idx] parity phase */
-     d_step {{                         /* arrive full[idx] expect_tx BYTES_A + BYTES_B */
-       ftx[IDX] = ftx[IDX] + BYTES_A + BYTES_B;
-       assert(fpend[IDX] > 0);        /* arrive-fault */
-       fpend[IDX] = fpend[IDX] - 1;
-       {_full_complete('IDX')}
-     }};
-     d_step {{ assert(ldA[IDX] == 0); ldA[IDX] = c + 1 }};      /* tma_load A[idx] tile c (issue) */
-     d_step {{ assert(ldB[IDX] == 0); ldB[IDX] = c + 1; c++ }}  /* tma_load B[idx] tile c; advance */
-  :: c >= T * K && c < T * K + S - 1 && eph[IDX] != 1 - PAR -> c++  /* producer_tail: wait empty */
-  :: c == T * K + S - 1 && eph[IDX] != 1 - PAR -> break      /* producer_tail: the last wait */
-  od
-}}
-
+{_tma_producer('the elected lane', 'mainloop producer count: t * K + k', 'producer_tail')}
 {_umma_mma(t_n, a_n)}
 /* bar.sync 1 + g, 128, the arrival: the fourth warp completes the generation. The warp then
    waits for its generation to complete (nbg[g] != gen) as the guard of its next step. */

@@ -150,22 +150,24 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                 for f in system.terminal_findings(state):
                     if f.key not in found:
                         found[f.key] = Found(f, _path(parents, sid), True, first_at is not None)
+            per_move = type(order) is dict  # a seed order per successor (por.Reduced.expand)
             for action, nxt, findings in succs:
                 transitions += 1
+                o = order[action] if per_move else order
                 if findings:
                     for f in findings:
                         if f.key not in found:
                             found[f.key] = Found(f, _path(parents, sid) + (action,), False, first_at is not None)
                     if not limits.past_findings and first_at is None:
                         if limits.after_first:
-                            held.append((sid, action, nxt, d + 1, order[action] if type(order) is dict else order))
+                            held.append((sid, action, nxt, d + 1, o))
                         continue
                 k = key(nxt) if key is not None else nxt
                 if k not in index:
                     nid = len(parents)
                     index[k] = nid
                     parents.append((sid, action))
-                    frontier.append((nxt, nid, d + 1, order[action] if type(order) is dict else order))
+                    frontier.append((nxt, nid, d + 1, o))
             if long_at is not None and len(frontier) >= wide:
                 long_at = None
             if limits.stop_at_first and found:

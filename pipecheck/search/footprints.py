@@ -41,6 +41,7 @@ def _elements(indices: tuple, dims: tuple[int, ...]) -> list[int]:
         flats = [f * d + v for f in flats for v in vals]
     return flats
 
+
 class Footprints:
     def __init__(self, model: "Model"):
         self.m = model

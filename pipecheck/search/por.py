@@ -926,14 +926,14 @@ class Reduced:
             else:
                 note = (None,)
         succ = [x for _, made in moves for x in (made() if callable(made) else made)]
-        offered = sorted({process_of(a) for a, _, _ in succ}, key=repr)
-        if len(offered) > 1:
+        movers = [process_of(a) for a, _, _ in succ]
+        if len(set(movers)) > 1:
             # several processes offered: the successor by one of them tries the others first, so that each branch
             # takes the others' moves next where they are alone persistent, and the branches meet again (a diamond)
             # instead of running on apart; any seed order gives a persistent set
+            offered = sorted(set(movers), key=repr)
             orders = {}
-            for a, _, _ in succ:
-                mine = process_of(a)
+            for (a, _, _), mine in zip(succ, movers):
                 first = tuple(k for k in offered if k != mine)[:_RECENT]
                 orders[a] = first + tuple(k for k in recent[:_RECENT - len(first)] if k not in first)
             return (succ if self._canon is None else self._canon(succ)), orders, note
