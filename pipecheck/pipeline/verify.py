@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable, Mapping
 
+from ..core import collector
 from ..core.diagnostics import Diagnostic, SpecError
 from ..lang.check import CheckedKernel, check_kernel
 from ..lang.lower import resolve_roles
@@ -56,7 +57,7 @@ def verify_file(path: str, options: Options = Options(),
     `LimitReached` goes to the caller. `reuse`: the plan and sources of an earlier run with the
     same parameters (no re-parsing)."""
     guard = watch.watch(options.limits)
-    with guard as w:
+    with guard as w, collector.paused():
         try:
             return _verify_file(path, options, progress, reuse)
         except watch.LimitReached as hit:

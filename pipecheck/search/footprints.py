@@ -10,6 +10,7 @@ it needs to run. `por` turns these into persistent sets.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import semantics as S
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 _CLOBBER = ("clobbered",)  # what a write leaves in the buffers over the same storage
 _WAITS = frozenset({"wait", "mwait", "cwait", "wgroup"})  # the future operations that may block
 _STAND_IN = Op(())
+_NO_JOINS: dict = {}
 _OPS_CACHE = 200_000  # futures' op lists kept (then dropped all at once: memory stays bounded)
 
 
@@ -213,8 +215,10 @@ class Footprints:
         if not f.dyn:
             return f.tmpl, f.plan
         bars = s.bars
-        vals = tuple(bars[a] if k == 0 else colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2
-                     else self._store_need(s, a, needs) for k, a in f.sources)
+        vals = f.bars_seen(bars) if f.bars_seen is not None else ()
+        if f.sources:
+            vals += tuple(colls.get(a, 0) if k == 1 else s.mmas[a][0] if k == 2 else self._store_need(s, a, needs)
+                          for k, a in f.sources)
         key = (f.serial, vals)
         done = self.ops_cache.get(key)
         if done is not None:
@@ -431,7 +435,7 @@ class Footprints:
         prov: Any
         procs: list[Process] = []
         max_seq: dict[int, int] = {}
-        join_info: dict[tuple[int, int], tuple] = {}
+        join_info: dict[int, dict[int, tuple]] = {}  # per MMA unit, per group the futures join: (bufs, outs)
         colls = {k: a for k, a, _ in s.colls}
         bundles = self._bundles(s, enabled) if model.partners or self.meets else {}
         if bundles:  # lanes that move with an enabled leader are enabled: their heads are part of its move
@@ -460,9 +464,14 @@ class Footprints:
                     f = self._future(c, pc, env, m, quiet, horizons[key] * model.horizon)
                 else:
                     f = self.fut_cache.get((c, pc, env, m, quiet)) or self._future(c, pc, env, m, quiet)
-                for u, seq, bufs, out in f.joins:
-                    max_seq[u] = max(max_seq.get(u, -1), seq)
-                    join_info[(u, seq)] = (bufs, out)
+                for u, top, joined in f.unit_joins:
+                    if top > max_seq.get(u, -1):
+                        max_seq[u] = top
+                    per_unit = join_info.get(u)
+                    if per_unit is None:
+                        join_info[u] = dict(joined)
+                    else:
+                        per_unit.update(joined)
                 if f.colls:
                     coll_keys.update(f.colls)
                 ops, plan = self._ops(s, f, colls, store_needs)
@@ -480,11 +489,11 @@ class Footprints:
                     ("l", buf, bar, prov, nbytes), lambda: self._landing(buf, bar, buf // lay.nbuf, prov, nbytes))))
         for u, (done, forming, inflight) in enumerate(s.mmas):
             # the ops are a function of the unit's own groups and what the futures say of them: built once
-            key = ("m", u, done, forming, inflight, max_seq.get(u, -1),
-                   tuple(sorted((j, v) for (uu, j), v in join_info.items() if uu == u)))
+            joins = join_info.get(u, _NO_JOINS)
+            key = ("m", u, done, forming, inflight, max_seq.get(u, -1), tuple(sorted(joins.items())))
             hit = self.op_cache.get(key)
             if hit is None:
-                ops = self._mma_ops(u, done, forming, inflight, max_seq, join_info)
+                ops = self._mma_ops(u, done, forming, inflight, max_seq.get(u, -1), joins)
                 if ops:
                     shape = shape_of(ops)
                     hit = (ops, frozenset(r for op in ops for r, _ in op.all_provides), shape, plan_of(ops, shape))
@@ -658,12 +667,14 @@ class Footprints:
                         out[k] = tuple(keys)
         return out
 
-    def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: dict, join_info: dict) -> list[Op]:
+    def _mma_ops(self, u: int, done: int, forming: tuple, inflight: tuple, max_seq: int, join_info: dict) -> list[Op]:
+        """The MMA unit u's groups from `done` on: those in flight, forming, or that the futures join (`max_seq`: the
+        last of those, `join_info`: per group, its buffers and outputs)."""
         model = self.m
         cta = model.unit_cta[u]
         formed = {seq: (ops, outs) for seq, ops, _, _, outs in inflight}
         joined = {seq: n for seq, n, _ in forming}
-        top = max([max_seq.get(u, -1)] + list(formed) + list(joined))
+        top = max([max_seq] + list(formed) + list(joined))
         ops: list[Op] = []
         for j in range(done, top + 1):
             if j in formed:
@@ -672,9 +683,9 @@ class Footprints:
             else:
                 forming_ops = next((o for seq, _, o in forming if seq == j), None)
                 if forming_ops is not None:
-                    bufs, outs = [b for b, _ in forming_ops], join_info.get((u, j), ((), ()))[1]
-                elif (u, j) in join_info:
-                    bufs, outs = list(join_info[(u, j)][0]), join_info[(u, j)][1]
+                    bufs, outs = [b for b, _ in forming_ops], join_info.get(j, ((), ()))[1]
+                elif j in join_info:
+                    bufs, outs = list(join_info[j][0]), join_info[j][1]
                 else:
                     break  # no thread can form this group within the horizon
             # a cta_group 2 MMA reads and writes the peer CTA too: the peer's exit must wait for it
@@ -697,25 +708,27 @@ class Footprints:
 
 class _Future:
     """One future's descriptions and what every state shares of them: the ops of everything but its waits,
-    what the waits read (`sources`: barriers, collectives, MMA units, bulk groups), what it may provide,
-    its collectives and joins; `shape` is built from the first whole op list."""
+    what the waits read (`bars_seen`: the mbarriers; `sources`: collectives, MMA units, bulk groups), what it
+    may provide, its collectives and joins; `shape` is built from the first whole op list."""
     __slots__ = ("descs", "exhaustive", "serial", "dyn", "sources", "src_of", "tmpl", "plan", "provides", "shape",
-                 "colls", "joins")
+                 "colls", "unit_joins", "bars_seen")
 
     def __init__(self, fp: Footprints, descs: tuple, exhaustive: bool, serial: int):
         self.descs = descs
         self.exhaustive = exhaustive
         self.serial = serial
         self.dyn = tuple(j for j, d in enumerate(descs) if d[0] in _WAITS)
-        sources: dict = {}
-        src_of = []
-        for j in self.dyn:
-            d = descs[j]
-            src = (0, d[1]) if d[0] == "wait" else (1, d[1]) if d[0] == "cwait" else (2, d[1]) if d[0] == "mwait" \
-                else (3, d)
-            src_of.append(sources.setdefault(src, len(sources)))
-        self.sources = tuple(sources)
-        self.src_of = tuple(src_of)
+        read = [_source(descs[j]) for j in self.dyn]
+        found = dict.fromkeys(read)  # (in the order first read)
+        # the mbarriers first: `_ops` takes what the waits see of them from the state's barriers at once (`bars_seen`),
+        # then the others one by one (`sources`)
+        srcs = sorted(found, key=lambda src: src[0] != 0)
+        place = {src: n for n, src in enumerate(srcs)}
+        self.src_of = tuple(place[src] for src in read)
+        bar_ids = [a for k, a in srcs if k == 0]
+        self.bars_seen = None if not bar_ids else itemgetter(*bar_ids) if len(bar_ids) > 1 else \
+            (lambda bars, g=bar_ids[0]: (bars[g],))
+        self.sources = tuple(src for src in srcs if src[0] != 0)
         # (a wait's place holds a stand-in: `_ops` puts the wait of each state there)
         self.tmpl = [fp.op(None, d) if d[0] not in _WAITS else _STAND_IN for d in descs]  # type: ignore[arg-type]
         prov: set = set()
@@ -729,14 +742,26 @@ class _Future:
         if not self.dyn:
             self.plan = plan_of(self.tmpl, self.set_shape(self.tmpl))
         self.colls = tuple(d[1] for d in descs if d[0] == "coll")
-        self.joins = tuple((d[1], d[2], d[3], d[5]) for d in descs if d[0] == "join")
+        # per MMA unit the future joins: the last group it joins and, per group, its buffers and outputs (the last
+        # join of a group wins, as in `Footprints.processes`)
+        units: dict[int, dict[int, tuple]] = {}
+        for d in descs:
+            if d[0] == "join":
+                units.setdefault(d[1], {})[d[2]] = (d[3], d[5])
+        self.unit_joins = tuple((u, max(per), tuple(per.items())) for u, per in units.items())
 
     def set_shape(self, ops: list[Op]) -> Shape:
         """Footprints and provisions depend on the descriptions alone (a wait's state only decides
         its `needs`), so one shape serves every state; every wait may block."""
-        descs = self.descs
-        self.shape = shape_of(ops, lambda j: descs[j][0] in _WAITS)
+        self.shape = shape_of(ops, self.dyn)
         return self.shape
+
+
+def _source(d: tuple) -> tuple:
+    """What a wait of a future reads of the state: (0, barrier), (1, collective), (2, MMA unit) or (3, its bulk-group
+    description)."""
+    kind = d[0]
+    return (0, d[1]) if kind == "wait" else (1, d[1]) if kind == "cwait" else (2, d[1]) if kind == "mwait" else (3, d)
 
 
 def _unpublishing(d: tuple) -> tuple:

@@ -89,13 +89,23 @@ def _distinct(shape: Shape, obj: Any) -> tuple[tuple[tuple, int, list[int]], ...
     return hit
 
 
-def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> Shape:
-    """The shape of `ops`; `blocks(j)` says whether op j may wait (default: it has `needs`)."""
-    starts = [j for j in range(len(ops)) if j == 0 or (blocks(j) if blocks is not None else ops[j].needs is not None)]
+def shape_of(ops: Sequence[Op], starts: Sequence[int] | None = None) -> Shape:
+    """The shape of `ops`; `starts`: the ops that may wait, in order (default: those with `needs`); op 0 starts the
+    first run whatever it is."""
+    n = len(ops)
+    if starts is None:
+        starts = [j for j in range(1, n) if ops[j].needs is not None]
+    bounds = [0] + [j for j in starts if j] + [n] if n else []
     segs = []
-    for n, a in enumerate(starts):
-        b = starts[n + 1] if n + 1 < len(starts) else len(ops)
-        segs.append((a, b, tuple(x for op in ops[a:b] for x in op.all_provides)))
+    summed = []
+    for a, b in zip(bounds, bounds[1:]):
+        prov: tuple = ()
+        for j in range(a, b):
+            got = ops[j].all_provides
+            if got:
+                prov += got
+        segs.append((a, b, prov))
+        summed.append(_summed(prov))
     touches: dict[Any, list[tuple[int, tuple]]] = {}  # (lists: a shape is read, never changed)
     get = touches.get
     for j, op in enumerate(ops):
@@ -105,7 +115,7 @@ def shape_of(ops: Sequence[Op], blocks: Callable[[int], bool] | None = None) -> 
                 touches[e[0]] = [(j, e)]
             else:
                 lst.append((j, e))
-    return Shape(tuple(segs), touches, tuple(_summed(prov) for _, _, prov in segs))
+    return Shape(tuple(segs), touches, tuple(summed))
 
 
 def plan_of(ops: Sequence[Op], shape: Shape) -> tuple:
