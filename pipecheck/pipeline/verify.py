@@ -57,7 +57,9 @@ def verify_file(path: str, options: Options = Options(),
     `LimitReached` goes to the caller. `reuse`: the plan and sources of an earlier run with the
     same parameters (no re-parsing)."""
     guard = watch.watch(options.limits)
-    with guard as w, collector.paused():
+    # (the collector outside the watch: its timer is disarmed before the collector is on again, so no limit raised
+    # by the timer can leave it off)
+    with collector.paused(), guard as w:
         try:
             return _verify_file(path, options, progress, reuse)
         except watch.LimitReached as hit:
