@@ -55,6 +55,14 @@ def _run(mode: str, row: str) -> tuple[tuple[int | None, float | None], float, f
     return found, cpu, usage.ru_maxrss / 1024
 
 
+def _best(runs: list) -> tuple[int | None, float | None, float, float]:
+    """(States of the first run, the fewest search and CPU seconds, the most peak MB) of one row's runs in one mode;
+    no search seconds where a run's `--stats` line was missing."""
+    searches = [search for (_, search), _, _ in runs]
+    search = None if None in searches else min(searches)
+    return runs[0][0][0], search, min(cpu for _, cpu, _ in runs), max(mb for _, _, mb in runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rows", nargs="*", default=ROWS, help="a spec and its flags, one quoted argument per row")
@@ -65,18 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     same = True
     for row in args.rows:
-        best: dict[str, list] = {}
+        runs: dict[str, list] = {"paused": [], "running": []}
         for _ in range(args.runs):
-            for mode in ("paused", "running"):
-                (states, search), cpu, mb = _run(mode, row)
-                have = best.get(mode)
-                if have is None:
-                    best[mode] = [states, search, cpu, mb]
-                else:
-                    have[1] = min(have[1], search) if have[1] is not None and search is not None else None
-                    have[2] = min(have[2], cpu)
-                    have[3] = max(have[3], mb)
-        p, r = best["paused"], best["running"]
+            for mode, done in runs.items():
+                done.append(_run(mode, row))
+        p, r = (_best(runs[mode]) for mode in ("paused", "running"))
         same = same and p[0] == r[0]
         states = f"{p[0]:,}" if p[0] == r[0] else f"{p[0]} / {r[0]} (differ)"
         search = f"{p[1]:.3f} | {r[1]:.3f} | {p[1] / r[1]:.3f}" if p[1] and r[1] else "? | ? | ?"

@@ -3,7 +3,9 @@ that a search makes no reference cycles (what makes the pause free of cost in me
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 import pytest
 from conftest import ROOT
@@ -11,6 +13,8 @@ from conftest import ROOT
 from pipecheck.core import collector
 from pipecheck.pipeline.result import Options
 from pipecheck.pipeline.verify import verify_file
+
+T = TypeVar("T")
 
 
 def test_the_collector_is_off_in_the_block_and_as_it_was_after_it():
@@ -34,9 +38,9 @@ def test_the_collector_is_off_in_the_block_and_as_it_was_after_it():
         gc.enable()
 
 
-def _cyclic(spec: str, overrides: tuple) -> tuple[int, int]:
-    """(The states a run explored, the objects it left in reference cycles: what the collector finds once it is on
-    again after the run, its first automatic pass and then ours.)"""
+def _collected(work: Callable[[], T]) -> tuple[T, int]:
+    """(What `work()` gives, the objects the collector frees in reference cycles from its start on: every pass, its
+    automatic ones and the one after `work` alike, counted through `gc.callbacks`.)"""
     gc.collect()
     found: list[int] = []
 
@@ -46,12 +50,22 @@ def _cyclic(spec: str, overrides: tuple) -> tuple[int, int]:
 
     gc.callbacks.append(count)
     try:
-        r = verify_file(str(ROOT / spec), replace(Options(), overrides=overrides, jobs=1))
-        assert gc.isenabled()
+        out = work()
         gc.collect()
     finally:
         gc.callbacks.remove(count)
-    return sum(run.exploration.states for run in r.runs), sum(found)
+    return out, sum(found)
+
+
+def _cyclic(spec: str, overrides: tuple) -> tuple[int, int]:
+    """(The states a run explored, the objects it left in reference cycles: what the collector finds once it is on
+    again after the run, its first automatic pass and then ours.)"""
+    def states() -> int:
+        r = verify_file(str(ROOT / spec), replace(Options(), overrides=overrides, jobs=1))
+        assert gc.isenabled()
+        return sum(run.exploration.states for run in r.runs)
+
+    return _collected(states)
 
 
 @pytest.mark.parametrize("spec, small, large", [
@@ -70,22 +84,13 @@ def test_the_cycles_a_run_leaves_do_not_grow_with_its_states(spec, small, large)
 
 
 def test_the_cycle_count_sees_cycles_made_while_paused():
-    """`_cyclic` is not blind: cycles made with the collector paused are found once it is on again."""
-    gc.collect()
-    found: list[int] = []
-
-    def count(phase: str, info: dict) -> None:
-        if phase == "stop":
-            found.append(info["collected"])
-
-    gc.callbacks.append(count)
-    try:
+    """`_collected` is not blind: cycles made with the collector paused are found once it is on again."""
+    def make() -> None:
         with collector.paused():
             for _ in range(1000):
                 a: list = []
                 a.append(a)
             del a
-        gc.collect()
-    finally:
-        gc.callbacks.remove(count)
-    assert sum(found) >= 1000
+
+    _, left = _collected(make)
+    assert left >= 1000
