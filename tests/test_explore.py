@@ -1,7 +1,7 @@
 """The explorer on tiny hand-built transition systems: shortest witnesses, limits, determinism."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipecheck.search.explore import Limits, explore, replay
 
@@ -111,3 +111,71 @@ def test_work_beside_a_search_starts_only_while_its_frontier_stays_narrow():
     explore(Fan(50, 2 * pool.NARROW), Limits(), on_long=(0.0, lambda: calls.append("wide")), children=1)
     explore(Grid(5, 2), Limits(stop_at_first=True), on_long=(1e9, lambda: calls.append("late")))
     assert calls == ["narrow"]
+
+
+class FirstMoves(Grid):
+    """A Grid whose probe schedule takes the last successor (increment the second counter first), counting the states
+    whose successors were asked for: the probe asks for none."""
+
+    def __init__(self, n: int, k: int | None = None):
+        super().__init__(n, k)
+        self.expanded = 0
+
+    def successors(self, s):
+        self.expanded += 1
+        return super().successors(s)
+
+    def probe_schedules(self):
+        return (self.first_move,)
+
+    def first_move(self, s):
+        succs = Grid.successors(self, s)
+        return succs[-1] if succs else None
+
+
+def test_probe_answers_with_the_first_schedule_when_it_shows_a_finding():
+    g = Grid(5, k=0)  # (0, 0) again is never reached: no finding on any schedule
+    assert explore(g, Limits(stop_at_first=True, probe=True)).found == []
+
+    class Stuck(FirstMoves):
+        def first_move(self, s):
+            return None if s == (0, 3) else super().first_move(s)
+
+        def successors(self, s):
+            return [] if s == (0, 3) else super().successors(s)
+
+    sys = Stuck(5)
+    e = explore(sys, Limits(stop_at_first=True, probe=True))
+    assert [f.finding.code for f in e.found] == ["stuck"] and e.found[0].terminal
+    assert e.found[0].path == (("inc", 1),) * 3 and e.extra == {"probe": 3}
+    assert sys.expanded == 0  # nothing searched: the schedule answered
+    assert replay(sys, e.found[0].path)[-1][1] == (0, 3)
+    # a finding on a transition of that schedule: its path ends with that transition
+    sys = FirstMoves(5, k=5)
+    e = explore(sys, Limits(stop_at_first=True, probe=True))
+    assert [f.finding.code for f in e.found] == ["meet"] and not e.found[0].terminal
+    assert e.found[0].path == (("inc", 1),) * 5 + (("inc", 0),) * 5 and sys.expanded == 0
+    assert (e.states, e.transitions, e.depth, e.stopped) == (11, 10, 10, "first-finding")
+
+
+def test_probe_without_a_finding_leaves_the_search_as_it_was():
+    for lim in (Limits(stop_at_first=True, depth_first=True), Limits(stop_at_first=True)):
+        with_probe = explore(FirstMoves(4, k=2), replace(lim, probe=True))
+        without = explore(FirstMoves(4, k=2), lim)
+        # (the probe's schedule runs (0,1), (0,2), ... and never meets (2, 2): the search finds it, as before)
+        assert [(f.finding.code, f.path) for f in with_probe.found] == [(f.finding.code, f.path) for f in without.found]
+        assert (with_probe.states, with_probe.transitions, with_probe.depth) == \
+            (without.states, without.transitions, without.depth)
+        assert "probe" not in with_probe.extra
+
+
+def test_probe_stays_within_max_states():
+    class Long(FirstMoves):
+        def first_move(self, s):  # a schedule with a finding at its 30th step
+            t = (s[0], s[1] + 1)
+            return ("inc", 1), t, ((F("late"),) if t[1] == 30 else ())
+
+    e = explore(Long(50), Limits(stop_at_first=True, probe=True, max_states=20))
+    assert e.stopped == "max-states" and all(f.finding.code != "late" for f in e.found)
+    e = explore(Long(50), Limits(stop_at_first=True, probe=True, max_states=40))
+    assert [f.finding.code for f in e.found] == ["late"] and len(e.found[0].path) == 30

@@ -10,7 +10,7 @@ transition touches shared state. Findings are raised by the transition that show
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 from ..core.words import join_words
 from . import semantics as S
@@ -439,6 +439,59 @@ class Model:
             if not gone and self.cta_done(s, cta):
                 out.append((("x", cta), partial(_listed, ev.exit, s, cta)))
         return out
+
+    def probe_schedules(self) -> tuple[Callable[[State], tuple | None], ...]:
+        """The schedules `explore`'s probe follows (search/explore.py `_probe`), each as the one move it makes in a
+        state ((action, state after, findings), None where nothing can move), made alone: `late_move`, where
+        asynchronous work completes as late as the threads let it, then `early_move`, where it completes at once.
+        Between them they show most missing waits: a thread that reads before its wait (late), and asynchronous
+        work that overtakes a thread still using its buffer (early)."""
+        return self.late_move, self.early_move
+
+    def late_move(self, s: State) -> tuple | None:
+        """The first thread group's move (in `lazy_successors`' order), else a CTA's exit, else an asynchronous
+        event (`_event_move`): threads run as far as they can before any asynchronous work completes, and a CTA
+        exits as soon as its threads have ended."""
+        if s.halted is not None:
+            return None
+        return self._thread_move(s) or self._exit_move(s) or self._event_move(s)
+
+    def early_move(self, s: State) -> tuple | None:
+        """An asynchronous event (`_event_move`), else the first thread group's move, else a CTA's exit."""
+        if s.halted is not None:
+            return None
+        return self._event_move(s) or self._thread_move(s) or self._exit_move(s)
+
+    def _thread_move(self, s: State) -> tuple | None:
+        for c, groups in enumerate(s.locs):
+            for gi in range(len(groups)):
+                moves = self.group_successors(s, c, gi)
+                if moves:
+                    return moves[0]
+        return None
+
+    def _exit_move(self, s: State) -> tuple | None:
+        for cta, gone in enumerate(s.exited):
+            if not gone and self.cta_done(s, cta):
+                return self.events.exit(s, cta)
+        return None
+
+    def _event_move(self, s: State) -> tuple | None:
+        """The first landing, else MMA, else commit's arrival, else bulk store's step: a store reads its buffer
+        last of all."""
+        ev = self.events
+        if s.flight:
+            return ev.land(s, 0)
+        for u, (done, _, inflight) in enumerate(s.mmas):
+            if inflight and inflight[0][0] == done:
+                return ev.mma_done(s, u)
+        for i, k in enumerate(s.commits):
+            if ev.commit_ready(s, k):
+                return ev.commit_fire(s, i)
+        for i in range(len(s.stores)):
+            if ev.store_ready(s, i):
+                return ev.store_step(s, i)
+        return None
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:
         if action[0] == "c":  # a group's private run taken as one move (search/chains.py): its steps in turn

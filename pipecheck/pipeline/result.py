@@ -55,6 +55,9 @@ class Options:
     # same for every number; the CLI's default is the CPUs it may use
     jobs: int = 1
     fail_on: str = "latent"  # which findings make `verify` exit 1: "error", "latent" (errors too), "any" (warnings too)
+    # a yes/no run (the lockstep re-check, pipeline/verify.py): only its verdict is read, so its findings are not
+    # collected into issues (no condition is worked out, no witness replayed)
+    verdict_only: bool = False
 
     @property
     def meetings(self) -> bool:

@@ -226,7 +226,8 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
         watch.wrap_up()  # a stopped run still collects and reports what it found
     watch.phase("conditions", f"{len(runs)} configuration(s) explored")
     plan.cover(universe, [(r.point, r.cclass.members, r.exploration.stopped) for r in runs], stopped)
-    issues = _collect(runs, universe, partitions, esites, plan)
+    found = any(r.exploration.found for r in runs)
+    issues = _collect(runs, universe, partitions, esites, plan) if found and not options.verdict_only else []
     try:
         if issues and _checks_scheduling(options) and stopped is None:
             _mark_scheduling(path, issues, options, None if options.all_params else (plan, sources))
@@ -236,9 +237,9 @@ def _verify_file(path: str, options: Options, progress: Callable[[int, int, floa
                 r.exploration.beside.cancel()
                 r.exploration.beside = None
     causes.mark_latent(issues)
-    found = plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions, plan, sites) + invalid
-    findings = sweep.sort_static(found)
-    if issues or findings:
+    findings = sweep.sort_static(plan.param_findings + sweep.tx_diagnostics(collector, universe, esites, partitions,
+                                                                            plan, sites) + invalid)
+    if found or findings:
         verdict = "findings"
     elif options.explore and (stopped or len(runs) < expected):
         verdict = "inconclusive"
@@ -322,9 +323,11 @@ def _scheduling_run(path: str, options: Options, failing: tuple, at: tuple, reus
     """The --lockstep run of `_mark_scheduling`: the configurations `failing` at parameters `at`, depth-first (any
     finding answers the question, and it meets one sooner), within a budget of states set by the states the
     findings' own searches `explored` (`_scheduling_budget`)."""
-    limits = replace(options.limits, stop_at_first=True, max_states=_scheduling_budget(explored), depth_first=True)
+    limits = replace(options.limits, stop_at_first=True, max_states=_scheduling_budget(explored), depth_first=True,
+                     probe=True)
     return verify_file(path, replace(options, lockstep=True, check_scheduling=False, limits=limits, only=failing,
-                                     all_params=False, ranges=(), overrides=at, cause_budget=0), progress, reuse)
+                                     all_params=False, ranges=(), overrides=at, cause_budget=0, verdict_only=True),
+                       progress, reuse)
 
 
 class _PastBudget(Exception):

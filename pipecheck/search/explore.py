@@ -42,6 +42,10 @@ class Limits:
     # one is most often met after a few hundred states where breadth-first first visits every shorter schedule.
     # The state spaces are acyclic, so either order visits every reachable state of the reduced graph.
     depth_first: bool = False
+    # With stop_at_first: before searching, follow one schedule, the system's first move in every state
+    # (`first_move`, without the reduction's work), and stop at a finding met on it: when any finding will do,
+    # a schedule that shows one answers at the cost of its steps alone (the re-check of pipeline/verify.py).
+    probe: bool = False
 
 
 @dataclass
@@ -112,6 +116,12 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     when the search has run that long without a finding, and without a frontier wide enough for the pool to share
     (work started beside such a search would take CPUs from it)."""
     start = time.perf_counter()
+    if limits.probe and limits.stop_at_first:
+        hit = _probe(system, limits, progress, start)
+        if hit is not None:
+            steps = len(hit[0].path)
+            return Exploration(False, steps + 1, steps, steps, hit, "first-finding", time.perf_counter() - start,
+                               int(hit[0].terminal), {"probe": steps})
     init = system.initial()
     index: dict[Any, int] = {key(init) if key is not None else init: 0}
     parents: list[tuple[int, Any]] = [(-1, None)]
@@ -224,6 +234,45 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
         extra.update(stats())
     return Exploration(complete, states, transitions, depth, list(found.values()),
                        None if complete else stopped, time.perf_counter() - start, terminals, extra)
+
+
+def _probe(system: TransitionSystem, limits: Limits, progress: Callable[[int, int, float], None] | None,
+           start: float) -> list[Found] | None:
+    """The findings of the first of the system's probe schedules that shows some (`Limits.probe`): those of the
+    transition or end state where it first shows them; None where none does within `limits.max_states` steps in
+    all, or once past `limits.timeout` (the search that follows stops at its first check). A system's
+    `probe_schedules()` gives each schedule as the one move it makes in a state ((action, state, findings), or None
+    where nothing can move); without them, the schedule that takes the first successor in every state. `progress`
+    hears of the steps as a search's states."""
+    schedules = getattr(system, "probe_schedules", None)
+    moves = schedules() if schedules is not None else (lambda s: next(iter(system.successors(s)), None),)
+    limit = limits.max_states
+    taken = 0
+    for move_of in moves:
+        state = system.initial()
+        path: list = []
+        while limit is None or taken < limit:
+            taken += 1
+            if taken & 1023 == 0:
+                now = time.perf_counter()
+                if progress is not None:
+                    progress(taken, len(path), now - start)
+                if limits.timeout is not None and now - start > limits.timeout:
+                    return None
+            move = move_of(state)
+            if move is None:
+                ends = system.terminal_findings(state)
+                if ends:
+                    return [Found(f, tuple(path), True) for f in ends]
+                break
+            action, state, findings = move
+            path.append(action)
+            if findings:
+                firsts: dict = {}
+                for f in findings:
+                    firsts.setdefault(f.key, f)
+                return [Found(f, tuple(path), False) for f in firsts.values()]
+    return None
 
 
 def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[Any]]]:

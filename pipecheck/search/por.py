@@ -893,6 +893,14 @@ class Reduced:
     def initial(self) -> Any:
         return self.system.initial()
 
+    def probe_schedules(self) -> tuple:
+        """The schedules `explore`'s probe follows: the system's own (`Model.probe_schedules`), without the
+        reduction's work, or else the one that takes its first successor in every state."""
+        own = getattr(self.system, "probe_schedules", None)
+        if own is not None:
+            return own()
+        return (lambda state: next(iter(self.system.successors(state)), None),)
+
     def successors(self, state: Any) -> list:
         """The successors offered in `state`, the seed order reached here left out (`expand`)."""
         succ, _, note = self.expand(state)

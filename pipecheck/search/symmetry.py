@@ -106,6 +106,15 @@ class Symmetric:
         canonical."""
         return self.model.lazy_successors(s)
 
+    def probe_schedules(self) -> tuple:
+        """`Model.probe_schedules`, each move's state canonical."""
+        def canonical(move_of):
+            def move(s: State) -> tuple | None:
+                m = move_of(s)
+                return None if m is None else (m[0], self.canon(m[1]), m[2])
+            return move
+        return tuple(canonical(m) for m in self.model.probe_schedules())
+
     def canon_successors(self, succ: list) -> list:
         return [(a, self.canon(t), f) for a, t, f in succ]
 
