@@ -101,7 +101,14 @@ def render_rows(columns: list[str], rows: list[Row], width: int = COLUMN_WIDTH,
                 bar_width: int = BARRIER_WIDTH, short: bool = False) -> list[str]:
     """One column per role instance (and one for async completions), the spec line, and the barriers."""
     if short:
-        rows = [replace(r, cell=compact(r.cell), barriers=tuple(compact(b) for b in r.barriers)) for r in rows]
+        said: dict[str, str] = {}  # (a long witness says the same things many times)
+
+        def short_of(text: str) -> str:
+            hit = said.get(text)
+            if hit is None:
+                hit = said[text] = compact(text)
+            return hit
+        rows = [replace(r, cell=short_of(r.cell), barriers=tuple(short_of(b) for b in r.barriers)) for r in rows]
     names = [("async" if short and c == ASYNC else c)[:width].ljust(width) for c in columns]
     lw = max([5] + [len(r.label) for r in rows])  # the step column: as wide as its widest range ("126-143")
     head = f"{'step':>{lw}} | line | {' | '.join(names)} | {'barriers after' if short else BARRIERS}"

@@ -21,6 +21,7 @@ from ..model.system import Model
 
 _WARP_KEYS = ("e", "w", "r")  # collectives of one warp: (kind, cta, role, instance, warp, ...)
 _PICKLES = 200_000  # warp places kept with their bytes (then dropped all at once: memory stays bounded)
+_CANONS = 20_000  # states kept with their canonical state (then dropped all at once)
 
 
 class Symmetric:
@@ -29,6 +30,7 @@ class Symmetric:
         self.groups = self._groups(model)
         self.warp_groups = self._warp_groups(model)
         self._pickled: dict[tuple, bytes] = {}  # where a warp's classes stand -> the bytes that order warps
+        self._canons: dict[State, State] = {}  # a state -> its canonical state (`canon`)
 
     @staticmethod
     def _warp_groups(model: Model) -> list[list[tuple[tuple, tuple[int, ...]]]]:
@@ -184,6 +186,18 @@ class Symmetric:
         return out
 
     def canon(self, s: State) -> State:
+        """The canonical state of s. Kept for the last states mapped (`_CANONS`): replaying a witness (the cause
+        grouping, the report) maps the very states its search mapped."""
+        memo = self._canons
+        hit = memo.get(s)
+        if hit is None:
+            hit = self._canon(s)
+            if len(memo) >= _CANONS:
+                memo.clear()
+            memo[s] = hit
+        return hit
+
+    def _canon(self, s: State) -> State:
         if self.warp_groups:
             s = self._canon_warps(s)
         if not self.groups:
