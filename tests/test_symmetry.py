@@ -43,3 +43,34 @@ def test_a_short_count_is_still_an_overwrite_under_symmetry():
     with_sym, without = run(True, True, RELEASE=3), run(False, True, RELEASE=3)
     assert codes(with_sym) == codes(without)
     assert ("overwrite", 31) in codes(with_sym)
+
+
+def test_a_replay_maps_no_state_again(monkeypatch):
+    """`Symmetric.canon` keeps the states it mapped: replaying a schedule of the graph (a witness, for the cause
+    grouping and the report) maps none of them again and gives the same states; past `_CANONS` states the memory is
+    dropped, and the same states come out."""
+    from pipecheck.search import symmetry
+    from pipecheck.search.explore import replay
+    from pipecheck.search.footprints import Footprints
+    from pipecheck.search.por import Reduced
+    model = run(True, True).runs[0].model
+    sym = Symmetric(model)
+    made: list = []
+    canon = sym._canon
+    monkeypatch.setattr(sym, "_canon", lambda s: made.append(s) or canon(s))
+    system = Reduced(sym, Footprints(model), chains=True)
+    state, path, states = system.initial(), [], []
+    while succs := system.successors(state):  # a longest schedule: the first successor of every state
+        action, state, _ = succs[0]
+        path.append(action)
+        states.append(state)
+    mapped = len(made)
+    assert len(path) > 20 and mapped >= len(path)
+    steps = replay(system, path)
+    assert len(made) == mapped  # every state of the replay was mapped before
+    assert steps[-1][1] == states[-1] and len(steps) >= len(path)
+    monkeypatch.setattr(symmetry, "_CANONS", 7)
+    fresh = Symmetric(model)
+    again = replay(Reduced(fresh, Footprints(model), chains=True), path)
+    assert [t for _, t, _ in again] == [t for _, t, _ in steps]
+    assert 0 < len(fresh._canons) <= 7
