@@ -179,3 +179,31 @@ def test_probe_stays_within_max_states():
     assert e.stopped == "max-states" and all(f.finding.code != "late" for f in e.found)
     e = explore(Long(50), Limits(stop_at_first=True, probe=True, max_states=40))
     assert [f.finding.code for f in e.found] == ["late"] and len(e.found[0].path) == 30
+
+
+def test_probe_counts_the_steps_of_all_its_schedules_and_stops_at_the_timeout():
+    """`max_states` bounds the steps of the schedules together (the second starts with what the first left), and a
+    probe past `timeout` gives up: the search after it stops at its first check, with no finding."""
+    class Two(FirstMoves):
+        def probe_schedules(self):
+            quiet = lambda s: (("inc", 1), (s[0], s[1] + 1), ())  # noqa: E731 - never ends, shows nothing
+            return (self.bounded(quiet, 600), self.bounded(self.late, 10_000))
+
+        @staticmethod
+        def bounded(move, n):
+            return lambda s: move(s) if s[1] < n else None
+
+        @staticmethod
+        def late(s):  # a finding at its 500th step
+            t = (s[0], s[1] + 1)
+            return ("inc", 1), t, ((F("late"),) if t[1] == 500 else ())
+
+        def terminal_findings(self, s):
+            return ()
+
+    e = explore(Two(2), Limits(stop_at_first=True, probe=True, max_states=1_200))
+    assert [f.finding.code for f in e.found] == ["late"] and len(e.found[0].path) == 500
+    e = explore(Two(2), Limits(stop_at_first=True, probe=True, max_states=1_000))  # 600 + 400: not as far as 500
+    assert all(f.finding.code != "late" for f in e.found)
+    e = explore(Two(2), Limits(stop_at_first=True, probe=True, max_states=1_200, timeout=0.0))
+    assert e.found == [] and e.stopped == "timeout"

@@ -1,6 +1,6 @@
-"""The probe of the lockstep re-check (search/explore.py `_probe`, `Model.first_move`): one schedule, threads first,
-a CTA's exit as soon as it can, asynchronous work last; a finding on it answers the re-check's yes/no question with
-no search, and the re-check's verdict is the one its search gives."""
+"""The probe of the lockstep re-check (search/explore.py `_probe`, `Model.probe_schedules`): two schedules, one move a
+state (threads first with asynchronous work last; asynchronous work first); a finding on one answers the re-check's
+yes/no question with no search, and the re-check's verdict is the one its search gives."""
 from __future__ import annotations
 
 from collections import deque
@@ -105,3 +105,27 @@ def test_where_the_probe_shows_nothing_the_search_decides():
     r = _recheck(name, True)
     assert r.verdict == "verified" and all("probe" not in run.exploration.extra for run in r.runs)
     assert all(i.needs_independent_scheduling for i in verify_file(str(ROOT / name)).issues)
+
+
+def test_the_early_recheck_counts_the_states_of_its_search_alone(tmp_path):
+    """The early re-check (`verify.EarlyRecheck`, started before the first finding with the largest budget, then
+    told the real one) stops once its search's states pass that budget. The probe's steps are not counted: where no
+    schedule shows a finding, it verifies as the re-check started at the first finding does, with the same states
+    (lane_falls_behind at K_TILES=100: 1,202 states under a budget of 2,000, while its two schedules take more steps
+    than that)."""
+    from pipecheck.pipeline.verify import EarlyRecheck, _beside_verdict, _scheduling_budget, _scheduling_run
+    text = (ROOT / "examples" / "bugs" / "lane_falls_behind.pipe").read_text()
+    assert "in 1..12" in text
+    spec = tmp_path / "lane_falls_behind_long.pipe"
+    spec.write_text(text.replace("in 1..12", "in 1..400"))
+    options = Options(jobs=1, overrides=(("K_TILES", 100),))
+    run = verify_file(str(spec), replace(options, check_scheduling=False))
+    config = run.issues[0].run.config
+    explored = 300
+    assert _scheduling_budget(explored) == 2_000
+    after = _scheduling_run(str(spec), options, (config,), options.overrides, None, explored)
+    assert after.verdict == "verified" and [r.exploration.states for r in after.runs] == [1_202]
+    early = EarlyRecheck(str(spec), options, None, config)
+    early.found(explored)
+    out = early.call()
+    assert out == ("verified", 1_202, None) and _beside_verdict(early.tag, out, explored) == "verified"

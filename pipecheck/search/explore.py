@@ -42,9 +42,9 @@ class Limits:
     # one is most often met after a few hundred states where breadth-first first visits every shorter schedule.
     # The state spaces are acyclic, so either order visits every reachable state of the reduced graph.
     depth_first: bool = False
-    # With stop_at_first: before searching, follow one schedule, the system's first move in every state
-    # (`first_move`, without the reduction's work), and stop at a finding met on it: when any finding will do,
-    # a schedule that shows one answers at the cost of its steps alone (the re-check of pipeline/verify.py).
+    # With stop_at_first: before searching, follow the system's probe schedules (`probe_schedules`: one move a state,
+    # without the reduction's work), and stop at a finding met on one: when any finding will do, a schedule that
+    # shows one answers at the cost of its steps alone (the lockstep re-check of pipeline/verify.py).
     probe: bool = False
 
 
@@ -117,7 +117,7 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
     (work started beside such a search would take CPUs from it)."""
     start = time.perf_counter()
     if limits.probe and limits.stop_at_first:
-        hit = _probe(system, limits, progress, start)
+        hit = _probe(system, limits, start)
         if hit is not None:
             steps = len(hit[0].path)
             return Exploration(False, steps + 1, steps, steps, hit, "first-finding", time.perf_counter() - start,
@@ -236,14 +236,16 @@ def explore(system: TransitionSystem, limits: Limits = Limits(),
                        None if complete else stopped, time.perf_counter() - start, terminals, extra)
 
 
-def _probe(system: TransitionSystem, limits: Limits, progress: Callable[[int, int, float], None] | None,
-           start: float) -> list[Found] | None:
+def _probe(system: TransitionSystem, limits: Limits, start: float) -> list[Found] | None:
     """The findings of the first of the system's probe schedules that shows some (`Limits.probe`): those of the
     transition or end state where it first shows them; None where none does within `limits.max_states` steps in
     all, or once past `limits.timeout` (the search that follows stops at its first check). A system's
     `probe_schedules()` gives each schedule as the one move it makes in a state ((action, state, findings), or None
-    where nothing can move); without them, the schedule that takes the first successor in every state. `progress`
-    hears of the steps as a search's states."""
+    where nothing can move); without them, the schedule that takes the first successor in every state.
+
+    Its steps are not states of the search, and no `progress` hears of them: a watch that counts a search's states
+    against a budget (the early re-check, pipeline/verify.py) counts those of the search alone, so a probe that shows
+    nothing leaves the search that follows with the budget it had."""
     schedules = getattr(system, "probe_schedules", None)
     moves = schedules() if schedules is not None else (lambda s: next(iter(system.successors(s)), None),)
     limit = limits.max_states
@@ -253,12 +255,8 @@ def _probe(system: TransitionSystem, limits: Limits, progress: Callable[[int, in
         path: list = []
         while limit is None or taken < limit:
             taken += 1
-            if taken & 1023 == 0:
-                now = time.perf_counter()
-                if progress is not None:
-                    progress(taken, len(path), now - start)
-                if limits.timeout is not None and now - start > limits.timeout:
-                    return None
+            if taken & 255 == 0 and limits.timeout is not None and time.perf_counter() - start > limits.timeout:
+                return None
             move = move_of(state)
             if move is None:
                 ends = system.terminal_findings(state)
