@@ -420,24 +420,32 @@ class Model:
                     raise EvalError(str(e) or "division by zero", ins.site) from None
                 if moves:
                     out.append((moves[0][0], moves))
+        out.extend((action, partial(_listed, make, s, i)) for action, make, i in self._ready_events(s))
+        return out
+
+    def _ready_events(self, s: State) -> list[tuple[Action, Callable[[State, int], tuple], int]]:
+        """The asynchronous events and CTA exits that can happen in s, in `lazy_successors`' order: (action, the
+        call that makes its one move from s and the index, the index) of each landing (one of copies alike), MMA,
+        bulk store's step, commit's arrival and exit."""
         ev = self.events
+        out: list = []
         prev = None
         for i, fl in enumerate(s.flight):
             if fl != prev:
-                out.append((("l", i), partial(_listed, ev.land, s, i)))
+                out.append((("l", i), ev.land, i))
             prev = fl
-        for u, (done, forming, inflight) in enumerate(s.mmas):
+        for u, (done, _, inflight) in enumerate(s.mmas):
             if inflight and inflight[0][0] == done:
-                out.append((("m", u), partial(_listed, ev.mma_done, s, u)))
+                out.append((("m", u), ev.mma_done, u))
         for i in range(len(s.stores)):
             if ev.store_ready(s, i):
-                out.append((("s", i), partial(_listed, ev.store_step, s, i)))
+                out.append((("s", i), ev.store_step, i))
         for i, k in enumerate(s.commits):
             if ev.commit_ready(s, k):
-                out.append((("k", i), partial(_listed, ev.commit_fire, s, i)))
+                out.append((("k", i), ev.commit_fire, i))
         for cta, gone in enumerate(s.exited):
             if not gone and self.cta_done(s, cta):
-                out.append((("x", cta), partial(_listed, ev.exit, s, cta)))
+                out.append((("x", cta), ev.exit, cta))
         return out
 
     def probe_schedules(self) -> tuple[Callable[[State], tuple | None], ...]:
@@ -450,17 +458,19 @@ class Model:
 
     def late_move(self, s: State) -> tuple | None:
         """The first thread group's move (in `lazy_successors`' order), else a CTA's exit, else an asynchronous
-        event (`_event_move`): threads run as far as they can before any asynchronous work completes, and a CTA
-        exits as soon as its threads have ended."""
+        event (a landing, an MMA or a commit's arrival before a bulk store's step: a store reads its buffer last of
+        all): threads run as far as they can before any asynchronous work completes, and a CTA exits as soon as its
+        threads have ended."""
         if s.halted is not None:
             return None
-        return self._thread_move(s) or self._exit_move(s) or self._event_move(s)
+        return self._thread_move(s) or self._event_move(s, ("x",), ("l", "m", "k"), ("s",))
 
     def early_move(self, s: State) -> tuple | None:
-        """An asynchronous event (`_event_move`), else the first thread group's move, else a CTA's exit."""
+        """An asynchronous event (as `late_move` orders them), else the first thread group's move, else a CTA's
+        exit."""
         if s.halted is not None:
             return None
-        return self._event_move(s) or self._thread_move(s) or self._exit_move(s)
+        return self._event_move(s, ("l", "m", "k"), ("s",)) or self._thread_move(s) or self._event_move(s, ("x",))
 
     def _thread_move(self, s: State) -> tuple | None:
         for c, groups in enumerate(s.locs):
@@ -470,27 +480,13 @@ class Model:
                     return moves[0]
         return None
 
-    def _exit_move(self, s: State) -> tuple | None:
-        for cta, gone in enumerate(s.exited):
-            if not gone and self.cta_done(s, cta):
-                return self.events.exit(s, cta)
-        return None
-
-    def _event_move(self, s: State) -> tuple | None:
-        """The first landing, else MMA, else commit's arrival, else bulk store's step: a store reads its buffer
-        last of all."""
-        ev = self.events
-        if s.flight:
-            return ev.land(s, 0)
-        for u, (done, _, inflight) in enumerate(s.mmas):
-            if inflight and inflight[0][0] == done:
-                return ev.mma_done(s, u)
-        for i, k in enumerate(s.commits):
-            if ev.commit_ready(s, k):
-                return ev.commit_fire(s, i)
-        for i in range(len(s.stores)):
-            if ev.store_ready(s, i):
-                return ev.store_step(s, i)
+    def _event_move(self, s: State, *order: tuple[str, ...]) -> tuple | None:
+        """The move of the first event of s (`_ready_events`) of the first kinds in `order` that has one."""
+        ready = self._ready_events(s)
+        for kinds in order:
+            for action, make, i in ready:
+                if action[0] in kinds:
+                    return make(s, i)
         return None
 
     def step(self, s: State, action: Action) -> tuple[State, tuple[Finding, ...]]:

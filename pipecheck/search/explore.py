@@ -246,11 +246,9 @@ def _probe(system: TransitionSystem, limits: Limits, start: float) -> list[Found
     Its steps are not states of the search, and no `progress` hears of them: a watch that counts a search's states
     against a budget (the early re-check, pipeline/verify.py) counts those of the search alone, so a probe that shows
     nothing leaves the search that follows with the budget it had."""
-    schedules = getattr(system, "probe_schedules", None)
-    moves = schedules() if schedules is not None else (lambda s: next(iter(system.successors(s)), None),)
     limit = limits.max_states
     taken = 0
-    for move_of in moves:
+    for move_of in probe_schedules(system):
         state = system.initial()
         path: list = []
         while limit is None or taken < limit:
@@ -271,6 +269,15 @@ def _probe(system: TransitionSystem, limits: Limits, start: float) -> list[Found
                     firsts.setdefault(f.key, f)
                 return [Found(f, tuple(path), False) for f in firsts.values()]
     return None
+
+
+def probe_schedules(system: Any) -> tuple[Callable[[Any], tuple | None], ...]:
+    """The schedules a probe follows in `system`: its own (`probe_schedules()`), or else the one that takes its first
+    successor in every state."""
+    own = getattr(system, "probe_schedules", None)
+    if own is not None:
+        return own()
+    return (lambda state: next(iter(system.successors(state)), None),)
 
 
 def replay(system: Any, path: Sequence[Any]) -> list[tuple[Any, Any, Sequence[Any]]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..core.records import record
+from .explore import probe_schedules
 
 # Footprint modes: "r" read, "w" write, "i" commutative increment (commutes with other "i"),
 # "k" keyed write (third element the value written: writes of the same value commute),
@@ -896,10 +897,7 @@ class Reduced:
     def probe_schedules(self) -> tuple:
         """The schedules `explore`'s probe follows: the system's own (`Model.probe_schedules`), without the
         reduction's work, or else the one that takes its first successor in every state."""
-        own = getattr(self.system, "probe_schedules", None)
-        if own is not None:
-            return own()
-        return (lambda state: next(iter(self.system.successors(state)), None),)
+        return probe_schedules(self.system)
 
     def successors(self, state: Any) -> list:
         """The successors offered in `state`, the seed order reached here left out (`expand`)."""
